@@ -1,0 +1,193 @@
+"""The `traceq` command line. Exit codes: 0 ok, 1 findings / regression, 2 usage or input error."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import duckdb
+
+from traceq import db
+from traceq.dataset import Dataset, DatasetError
+from traceq.ingest import IngestOptions, IngestResult, InputError, formats, ingest
+from traceq.ingest.otel.spans import SpanConventions
+from traceq.render import render_frame
+
+PROGRESS_MIN_BYTES = 16 << 20  # show a progress bar for inputs at least this large
+SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
+
+
+class Failure(click.ClickException):
+    """A clean one-line error with exit code 2."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"traceq: error: {self.message}", err=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="traceq")
+def cli() -> None:
+    """Offline trace analysis for LLM inference serving."""
+
+
+def _input_size(paths: tuple[str, ...]) -> int:
+    total = 0
+    for p in map(Path, paths):
+        files = p.rglob("*") if p.is_dir() else [p]
+        total += sum(f.stat().st_size for f in files if f.is_file())
+    return total
+
+
+@cli.command("ingest")
+@click.argument("sources", nargs=-1, required=True)
+@click.option("-o", "--output", "dataset", required=True, help="Dataset directory (created).")
+@click.option(
+    "--format",
+    "fmt",
+    default="auto",
+    show_default=True,
+    help="Input format; `traceq formats` lists them.",
+)
+@click.option("--token-event", default="gen_ai.token", show_default=True,
+              help="Span event name of one streamed chunk.")  # fmt: skip
+@click.option("--year", type=int, help="Year for log timestamps that print none.")
+@click.option("--tz", default="UTC", show_default=True, help="Time zone of local timestamps.")
+@click.option("--t0", type=int, help="Anchor (ns since epoch) for relative clocks.")
+def ingest_cmd(
+    sources: tuple[str, ...],
+    dataset: str,
+    fmt: str,
+    token_event: str,
+    year: int | None,
+    tz: str,
+    t0: int | None,
+) -> None:
+    """Ingest trace, log and telemetry files (directories recurse) into DATASET."""
+    options = IngestOptions(
+        conventions=SpanConventions(token_event=token_event), year=year, tz=tz, t0=t0
+    )
+    if fmt != "auto" and fmt not in formats():
+        raise Failure(f"unknown format {fmt!r}; run `traceq formats`")
+    try:
+        total = _input_size(sources)
+    except OSError as exc:
+        raise Failure(str(exc)) from exc
+    show = total >= PROGRESS_MIN_BYTES and sys.stderr.isatty()
+    with contextlib.ExitStack() as stack:
+        update: Callable[[int], None] = lambda _: None  # noqa: E731
+        if show:
+            update = stack.enter_context(
+                click.progressbar(length=total, label="ingesting", file=sys.stderr)
+            ).update
+        try:
+            results = ingest(sources, dataset, fmt=fmt, options=options, progress=update)
+        except (InputError, DatasetError) as exc:
+            raise Failure(str(exc)) from exc
+    _print_results(results)
+
+
+def _print_results(results: list[IngestResult]) -> None:
+    for r in results:
+        rows = ", ".join(f"{n:,} {t}" for t, n in r.rows.items()) or "no rows"
+        if r.status == "already ingested":
+            click.echo(f"{r.path}: already ingested (source {r.source_id}), skipped")
+        elif r.status == "unrecognised":
+            click.echo(f"{r.path}: not a format traceq reads; listed in quarantine")
+        else:
+            click.echo(f"{r.path}: {r.format}: {rows}; {r.quarantined:,} quarantined")
+    totals: dict[str, int] = {}
+    for r in results:
+        for t, n in r.rows.items():
+            totals[t] = totals.get(t, 0) + n
+    quarantined = sum(r.quarantined for r in results)
+    summary = ", ".join(f"{n:,} {t}" for t, n in totals.items()) or "no new rows"
+    click.echo(f"total: {summary}; {quarantined:,} quarantined")
+
+
+@cli.command("sql")
+@click.argument("dataset")
+@click.argument("query")
+@click.option("--format", "out_format", type=click.Choice(["table", "csv", "json"]),
+              default="table", show_default=True)  # fmt: skip
+@click.option("--param", "params", multiple=True, metavar="K=V",
+              help="Bind $K to V (repeatable).")  # fmt: skip
+def sql_cmd(dataset: str, query: str, out_format: str, params: tuple[str, ...]) -> None:
+    """Run one read-only SQL query over DATASET's tables and views."""
+    bound: dict[str, Any] = {}
+    for p in params:
+        key, sep, value = p.partition("=")
+        if not sep or not key:
+            raise click.UsageError(f"--param expects K=V, got {p!r}")
+        bound[key] = _typed(value)
+    try:
+        con = db.open(dataset)
+        frame = db.query(con, query, bound)
+    except (DatasetError, ValueError, PermissionError, duckdb.Error) as exc:
+        raise Failure(str(exc).splitlines()[0]) from exc
+    click.echo(render_frame(frame, out_format), nl=False)
+
+
+def _typed(value: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
+@cli.command("formats")
+def formats_cmd() -> None:
+    """List the input formats `traceq ingest --format` accepts."""
+    for name, doc in formats().items():
+        click.echo(f"{name:16} {doc}")
+
+
+@cli.command("demo")
+@click.option("-o", "--output", "dataset", default=None,
+              help="Dataset directory (default: a fresh temporary one).")  # fmt: skip
+def demo_cmd(dataset: str | None) -> None:
+    """Ingest the bundled sample_traces/ and summarise what traceq finds."""
+    import tempfile
+
+    if not SAMPLE_TRACES.is_dir():
+        raise Failure(f"{SAMPLE_TRACES} not found (run from a source checkout)")
+    target = Path(dataset or tempfile.mkdtemp(prefix="traceq-demo-")) / "demo.tq"
+    try:
+        results = ingest([SAMPLE_TRACES], target)
+    except (InputError, DatasetError) as exc:
+        raise Failure(str(exc)) from exc
+    _print_results(results)
+    con = db.open(Dataset(target))
+    click.echo(f"\ndataset: {target}\n\nthroughput")
+    click.echo(render_frame(con.sql("SELECT * FROM kpi_throughput").pl(), "table"), nl=False)
+    click.echo("\nlatency (ms)")
+    click.echo(render_frame(con.sql("SELECT * FROM kpi_latency").pl(), "table"), nl=False)
+    click.echo(f'\nnext: traceq sql {target} "SELECT * FROM request_phases LIMIT 10"')
+
+
+def main() -> None:
+    """Entry point: clean one-line errors instead of tracebacks (TRACEQ_DEBUG=1 shows them)."""
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:
+        if os.environ.get("TRACEQ_DEBUG"):
+            raise
+        click.echo(f"traceq: internal error: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(2)
+    sys.exit(0)

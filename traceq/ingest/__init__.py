@@ -1,0 +1,173 @@
+"""Ingest: find each input's format, read it into a dataset, account for every record.
+
+Every ingester family is a module with `FORMATS` (name → description), `sniff(source)` and
+`ingest(source, writer, fmt, options, progress)`; `FAMILIES` lists them in sniffing order.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import polars as pl
+
+from traceq.dataset import Dataset
+from traceq.ingest.options import IngestOptions
+from traceq.ingest.source import InputError, Source
+from traceq.schema import RAW_LIMIT
+
+FAMILIES = ("traceq.ingest.otel",)
+
+__all__ = ["FAMILIES", "IngestOptions", "IngestResult", "InputError", "formats", "ingest"]
+
+
+def _families() -> list[ModuleType]:
+    return [importlib.import_module(name) for name in FAMILIES]
+
+
+def formats() -> dict[str, str]:
+    """Every format name traceq reads, with a one-line description."""
+    return {name: doc for family in _families() for name, doc in family.FORMATS.items()}
+
+
+@dataclass
+class IngestResult:
+    path: Path
+    source_id: str
+    format: str | None
+    status: str  # ingested | already ingested | unrecognised
+    rows: dict[str, int] = field(default_factory=dict)
+    quarantined: int = 0
+
+
+def _expand(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, bool]]:
+    """(file, named explicitly) pairs; directories recurse, hidden entries are skipped."""
+    out: list[tuple[Path, bool]] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(
+                f
+                for f in p.rglob("*")
+                if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
+            )
+            out += [(f, False) for f in found]
+        elif p.is_file():
+            out.append((p, True))
+        else:
+            msg = f"{p}: no such file or directory"
+            raise InputError(msg)
+    return out
+
+
+def _check_readable(path: Path) -> None:
+    try:
+        with open(path, "rb") as fh:
+            empty = fh.read(1) == b""
+    except OSError as exc:
+        msg = f"{path}: cannot read ({exc.strerror})"
+        raise InputError(msg) from exc
+    if empty:
+        msg = f"{path}: empty file"
+        raise InputError(msg)
+
+
+def _detect(source: Source, fmt: str) -> tuple[ModuleType | None, str | None]:
+    try:
+        source.head  # noqa: B018 - a corrupt compressed file is unrecognised, not a crash
+    except InputError:
+        return None, None
+    for family in _families():
+        if fmt == "auto":
+            found = family.sniff(source)
+            if found:
+                return family, found
+        elif fmt in family.FORMATS:
+            return family, fmt
+    return None, None
+
+
+def ingest(
+    paths: Iterable[str | os.PathLike[str]],
+    dataset: str | os.PathLike[str],
+    *,
+    fmt: str = "auto",
+    options: IngestOptions | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[IngestResult]:
+    """Ingest files and directories into the dataset at `dataset` (created if missing).
+
+    Named files must be readable, non-empty and (with `fmt="auto"`) of a known format, else
+    `InputError`. Files found inside directories that no ingester recognises, or that are
+    empty, are listed in the manifest with a quarantine row, so nothing passes unnoticed.
+    """
+    if fmt != "auto" and fmt not in formats():
+        msg = f"unknown format {fmt!r}; known: {', '.join(formats())}"
+        raise InputError(msg)
+    files = _expand(paths)
+    for path, explicit in files:
+        if explicit:
+            _check_readable(path)
+            if fmt == "auto" and _detect(Source(path), fmt)[0] is None:
+                msg = f"{path}: unrecognised format (name one with --format)"
+                raise InputError(msg)
+    ds = Dataset(dataset, create=True)
+    ds.sweep()
+    options = options or IngestOptions()
+    return [_ingest_one(ds, Source(p), fmt, options, progress or _noop) for p, _ in files]
+
+
+def _ingest_one(
+    ds: Dataset,
+    source: Source,
+    fmt: str,
+    options: IngestOptions,
+    progress: Callable[[int], None],
+) -> IngestResult:
+    if ds.has_source(source.source_id):
+        progress(source.size)
+        return IngestResult(source.path, source.source_id, None, "already ingested")
+    entry: dict[str, Any] = {
+        "path": str(source.path.resolve()),
+        "content_hash": f"sha256:{source.content_hash}",
+        "bytes": source.size,
+        "compression": source.compression,
+    }
+    writer = ds.writer(source.source_id)
+    try:
+        family, found = (None, None) if source.size == 0 else _detect(source, fmt)
+        if family is None:
+            reason = "empty file" if source.size == 0 else "no ingester recognises this file"
+            raw = source.head[:RAW_LIMIT].decode("utf-8", "replace") if source.size else ""
+            writer.write(
+                "quarantine", pl.DataFrame([{"location": "file", "reason": reason, "raw": raw}])
+            )
+            entry |= {"format": None, "clock_domain": None}
+            status = "unrecognised"
+        else:
+            entry |= {"format": found}
+            entry |= family.ingest(source, writer, found, options, progress)
+            status = "ingested"
+        committed = writer.commit(entry)
+    except BaseException:
+        writer.discard()
+        raise
+    return IngestResult(
+        source.path,
+        source.source_id,
+        entry["format"],
+        status if committed else "already ingested",
+        {t: n for t, n in writer.rows.items() if t in _PUBLIC and n},
+        writer.rows.get("quarantine", 0),
+    )
+
+
+_PUBLIC = ("requests", "tokens", "spans", "engine_stats", "events", "gpu_samples", "tool_metrics")
+
+
+def _noop(_: int) -> None:
+    pass

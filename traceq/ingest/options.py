@@ -1,0 +1,23 @@
+"""Options every ingester receives; each family reads the ones that concern it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from traceq.ingest.otel.spans import SpanConventions
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    conventions: SpanConventions = field(default_factory=SpanConventions)
+    """OpenTelemetry token-level convention names (SPEC §2)."""
+    year: int | None = None
+    """Year of log timestamps that print none (default: the file's mtime year)."""
+    tz: str = "UTC"
+    """Time zone of log / nvidia-smi timestamps that print none."""
+    t0: int | None = None
+    """Anchor (ns since epoch) for sources on a relative clock."""
+    start: int | None = None
+    """Start time (ns since epoch) for samples without a clock (dmon)."""
+    interval_s: float | None = None
+    """Sampling interval in seconds for samples without a clock."""

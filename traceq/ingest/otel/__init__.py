@@ -1,0 +1,114 @@
+"""OpenTelemetry traces: OTLP/JSON, OTLP protobuf, Jaeger and Tempo JSON → requests, tokens,
+spans, events.
+
+First pass: each reader yields span frames block by block; `split_spans` stages span rows,
+token events and other events as scratch Parquet (bounded memory). Second pass
+(`otel_finalize.sql`, DuckDB, out of core): drop duplicate spans, join child spans to their
+request span, and derive each request's stamps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import polars as pl
+
+from traceq.dataset import SourceWriter
+from traceq.ingest.otel import jaeger, otlp_json, otlp_proto
+from traceq.ingest.otel.spans import split_spans
+from traceq.ingest.source import Source
+from traceq.sql import load
+
+if TYPE_CHECKING:
+    from traceq.ingest.options import IngestOptions
+
+FORMATS = {
+    "otlp-json": "OTLP/JSON: Collector file-exporter lines, single documents, Tempo API JSON",
+    "otlp-proto": "OTLP protobuf: one ExportTraceServiceRequest or length-prefixed messages",
+    "jaeger-json": "Jaeger UI / query API JSON export",
+}
+_READERS = {
+    "otlp-json": otlp_json.iter_span_frames,
+    "otlp-proto": otlp_proto.iter_span_frames,
+    "jaeger-json": jaeger.iter_span_frames,
+}
+_OUTPUTS = {
+    "otel_requests": "requests",
+    "otel_tokens": "tokens",
+    "otel_spans": "spans",
+    "otel_events": "events",
+    "otel_duplicates": "quarantine",
+}
+_STAGES = ("stage_spans", "stage_tokens", "stage_events")
+
+
+def sniff(source: Source) -> str | None:
+    """The OTel format of `source`, judged from its first bytes, or None."""
+    head = source.head
+    text = head.lstrip()
+    if text[:1] in (b"{", b"["):
+        if b'"resourceSpans"' in head or b'"batches"' in head:
+            return "otlp-json"
+        if b'"traceID"' in head and b'"spans"' in head:
+            return "jaeger-json"
+        return None
+    if otlp_proto.looks_framed(head) or head[:1] == bytes([otlp_proto.RESOURCE_SPANS_TAG]):
+        return "otlp-proto"
+    return None
+
+
+def ingest(
+    source: Source,
+    writer: SourceWriter,
+    fmt: str,
+    options: IngestOptions,
+    progress: Callable[[int], None],
+) -> dict[str, Any]:
+    """Read `source` in format `fmt` into `writer`; returns manifest details."""
+    quarantine: list[dict] = []
+    schemas: dict[str, pl.Schema] = {}
+    n_spans = 0
+    with source.open() as stream:
+        for frame, no_key in _READERS[fmt](stream, quarantine, progress):
+            frame = frame.with_columns(_span=pl.int_range(pl.len(), dtype=pl.Int64) + n_spans)
+            n_spans += frame.height
+            parts = split_spans(frame, options.conventions)
+            for stage, part in zip(_STAGES, ("spans", "tokens", "events"), strict=True):
+                writer.write(stage, parts[part])
+                schemas[stage] = parts[part].schema
+            writer.write("quarantine", parts["quarantine"])
+            quarantine += [
+                {"location": f"line {n}", "reason": "JSON object has no resourceSpans", "raw": ""}
+                for n in no_key["_line"]
+            ]
+            if quarantine:
+                writer.write("quarantine", pl.DataFrame(quarantine))
+                quarantine.clear()
+    if quarantine:
+        writer.write("quarantine", pl.DataFrame(quarantine))
+    if schemas:
+        _finalize(writer, schemas)
+    return {"clock_domain": "unix_ns", "records": {"spans": n_spans}}
+
+
+def _finalize(writer: SourceWriter, schemas: dict[str, pl.Schema]) -> None:
+    con = duckdb.connect()
+    con.execute("SET temp_directory = ?", [str(writer.scratch / "duckdb.tmp")])
+    con.execute("SET preserve_insertion_order = false")
+    empty = {}
+    for stage in _STAGES:
+        writer.close(stage)
+        path = writer.scratch_path(stage)
+        if path.exists():
+            con.read_parquet(str(path)).create_view(stage)
+        else:
+            empty[stage] = pl.DataFrame(schema=schemas[stage])
+            con.register(stage, empty[stage])
+    con.execute(load("otel_finalize"))
+    for view, table in _OUTPUTS.items():
+        reader = con.table(view).fetch_record_batch(1 << 18)
+        for batch in reader:
+            writer.write(table, pl.from_arrow(batch))  # type: ignore[arg-type]
+    con.close()

@@ -1,0 +1,104 @@
+"""OTLP protobuf files: one serialised `ExportTraceServiceRequest`, or the Collector file
+exporter's `format: proto` stream, where each message is preceded by its length as a 4-byte
+big-endian unsigned integer (`exporter/fileexporter/file_writer.go`, exportMessageAsBuffer).
+With the exporter's legacy `compression: zstd` each framed message is zstd-compressed on its
+own (JSON messages too); with native compression the whole stream is (see source.py).
+
+Messages are decoded by protobuf's C parser and mapped to OTLP/JSON documents, which then take
+the same vectorised path as the JSON lines (otlp_json.py).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
+
+import orjson
+import polars as pl
+import zstandard
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from traceq.ingest.otel.otlp_json import BLOCK_BYTES, Quarantine, _read_block, documents_to_spans
+from traceq.ingest.source import ZSTD_MAGIC
+from traceq.schema import RAW_LIMIT
+
+RESOURCE_SPANS_TAG = 0x0A  # field 1 (resource_spans), wire type 2
+
+
+def looks_framed(head: bytes) -> bool:
+    """A length-prefixed stream: a plausible length followed by a message or zstd frame."""
+    if len(head) < 5:
+        return False
+    (length,) = struct.unpack(">I", head[:4])
+    return 0 < length < (1 << 31) and (head[4] == RESOURCE_SPANS_TAG or head[4:8] == ZSTD_MAGIC)
+
+
+def _frames(stream: BinaryIO, quarantine: Quarantine) -> Iterator[tuple[int, bytes]]:
+    offset = 0
+    while header := stream.read(4):
+        if len(header) < 4:
+            quarantine.append(_bad(offset, "truncated length prefix", header))
+            return
+        (length,) = struct.unpack(">I", header)
+        payload = stream.read(length)
+        if len(payload) < length:
+            quarantine.append(
+                _bad(offset, f"truncated message ({len(payload)} of {length} B)", payload)
+            )
+            return
+        yield offset, payload
+        offset += 4 + length
+
+
+def _bad(offset: int, reason: str, raw: bytes) -> dict:
+    return {"location": f"offset {offset}", "reason": reason, "raw": raw[:RAW_LIMIT].hex()}
+
+
+def _to_json_line(payload: bytes) -> bytes:
+    if payload.startswith(ZSTD_MAGIC):
+        payload = zstandard.ZstdDecompressor().decompressobj().decompress(payload)
+    if payload.lstrip()[:1] == b"{":  # a JSON message in a framed (compressed) stream
+        return orjson.dumps(orjson.loads(payload))
+    message = ExportTraceServiceRequest.FromString(payload)
+    return orjson.dumps(MessageToDict(message))
+
+
+def iter_span_frames(
+    stream: BinaryIO, quarantine: Quarantine, progress: Callable[[int], None]
+) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]:
+    """Span frames of a protobuf file, a block of messages at a time."""
+    head = stream.peek(8)[:8] if hasattr(stream, "peek") else b""
+    if looks_framed(head):
+        messages: Iterator[tuple[int, bytes]] = _frames(stream, quarantine)
+    else:
+        messages = iter([(0, stream.read())])
+    lines: list[bytes] = []
+    numbers: list[int] = []
+    size = 0
+    for number, (offset, payload) in enumerate(messages, start=1):
+        progress(len(payload) + 4)
+        try:
+            line = _to_json_line(payload)
+        except (DecodeError, zstandard.ZstdError, orjson.JSONDecodeError) as exc:
+            quarantine.append(_bad(offset, f"not an ExportTraceServiceRequest: {exc}", payload))
+            continue
+        lines.append(line)
+        numbers.append(number)
+        size += len(line)
+        if size >= BLOCK_BYTES:
+            yield _frame_block(lines, numbers, quarantine)
+            lines, numbers, size = [], [], 0
+    if lines:
+        yield _frame_block(lines, numbers, quarantine)
+
+
+def _frame_block(
+    lines: list[bytes], numbers: list[int], quarantine: Quarantine
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    docs = _read_block(b"\n".join(lines) + b"\n", 1, quarantine)
+    # Message numbers, not line numbers, locate records in a binary file.
+    docs = docs.with_columns(_line=pl.Series(numbers[: docs.height], dtype=pl.Int64))
+    return documents_to_spans(docs)

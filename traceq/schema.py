@@ -1,0 +1,192 @@
+"""The normalised dataset schema: every table, every column, its type, unit and meaning.
+
+This module is the single source of truth. Ingesters conform their output to it
+(`conform`), the dataset writes it, the DuckDB layer creates empty tables from it, and
+`docs/SCHEMA.md` is rendered from it (`python -m traceq.schema > docs/SCHEMA.md`; a test
+keeps the two in step).
+
+Conventions (Perfetto / HTA style): timestamps `ts` / `t_*` are int64 nanoseconds since the
+Unix epoch, UTC; durations `*_ns` are int64 nanoseconds; ratios are 0–1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+SCHEMA_VERSION = 1
+
+NS = "ns since Unix epoch (UTC)"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    dtype: pl.DataType
+    unit: str
+    doc: str
+
+
+def _c(name: str, dtype: pl.DataType, unit: str, doc: str) -> Column:
+    return Column(name, dtype, unit, doc)
+
+
+I64, F64, STR, BOOL = pl.Int64(), pl.Float64(), pl.String(), pl.Boolean()
+
+TABLES: dict[str, tuple[Column, ...]] = {
+    "requests": (
+        _c("request_id", STR, "", "Request id as the producer printed it (vLLM `cmpl-…`)."),
+        _c("source_id", STR, "", "Content hash of the source file this row came from."),
+        _c("view", STR, "", "`server` (engine / API server) or `client` (load generator)."),
+        _c("instance", STR, "", "Serving instance: OTel `service.instance.id`, host or name."),
+        _c("model", STR, "", "Model name, when the source records it."),
+        _c("t_arrival", I64, NS, "Request arrived (span start; client send time)."),
+        _c("t_tokenized", I64, NS, "Tokenization finished (end of the tokenize span)."),
+        _c("t_queued", I64, NS, "Request entered the scheduler's waiting queue."),
+        _c("t_scheduled", I64, NS, "Request first scheduled (prefill started)."),
+        _c("t_first_token", I64, NS, "First output token produced / received."),
+        _c("t_last_token", I64, NS, "Last output token produced / received."),
+        _c("prompt_tokens", I64, "tokens", "Prompt (input) tokens."),
+        _c("output_tokens", I64, "tokens", "Generated (output) tokens."),
+        _c("cached_tokens", I64, "tokens", "Prompt tokens served from the prefix cache."),
+        _c("max_tokens", I64, "tokens", "Requested `max_tokens`."),
+        _c("finish_reason", STR, "", "`stop`, `length`, `abort`, … (first of several)."),
+        _c("error", STR, "", "Error type or message; null when the request succeeded."),
+        _c("n_preemptions", I64, "count", "Times the engine preempted this request."),
+        _c("streaming", BOOL, "", "True when tokens were streamed (token timings exist)."),
+        _c("time_resolution_ns", I64, "ns", "Resolution of the stamps (1 for OTel, 1e9 logs)."),
+    ),
+    "tokens": (
+        _c("request_id", STR, "", "Request the chunk belongs to (`requests.request_id`)."),
+        _c("source_id", STR, "", "Content hash of the source file."),
+        _c("idx", I64, "", "0-based position of the chunk in its request, by time."),
+        _c("ts", I64, NS, "Time the chunk was produced / received."),
+        _c("n_tokens", I64, "tokens", "Tokens in the chunk (default 1)."),
+    ),
+    "spans": (
+        _c("source_id", STR, "", "Content hash of the source file."),
+        _c("trace_id", STR, "", "Trace id, lower-case hex."),
+        _c("span_id", STR, "", "Span id, lower-case hex."),
+        _c("parent_id", STR, "", "Parent span id (hex); null for a root span."),
+        _c("name", STR, "", "Span name."),
+        _c("kind", STR, "", "INTERNAL, SERVER, CLIENT, PRODUCER or CONSUMER."),
+        _c("service", STR, "", "Resource `service.name`."),
+        _c("t_start", I64, NS, "Span start."),
+        _c("t_end", I64, NS, "Span end."),
+        _c("status_code", STR, "", "UNSET, OK or ERROR."),
+        _c("attributes", STR, "JSON", "Span attributes as a JSON object."),
+        _c("request_id", STR, "", "Request this span describes or belongs to, if known."),
+    ),
+    "engine_stats": (
+        _c("ts", I64, NS, "Time of the stats line / sample."),
+        _c("source_id", STR, "", "Content hash of the source file."),
+        _c("instance", STR, "", "Serving instance."),
+        _c("engine", I64, "", "Engine index (`Engine 000:`), 0 when not printed."),
+        _c("prompt_tps", F64, "tokens/s", "Prompt (prefill) throughput over the interval."),
+        _c("gen_tps", F64, "tokens/s", "Generation (decode) throughput over the interval."),
+        _c("running", I64, "requests", "Requests running in the engine."),
+        _c("waiting", I64, "requests", "Requests waiting (V0 `Pending`, V1 `Waiting`)."),
+        _c("swapped", I64, "requests", "Requests swapped to CPU (V0 only)."),
+        _c("kv_usage", F64, "ratio 0-1", "GPU KV-cache usage."),
+        _c("cpu_kv_usage", F64, "ratio 0-1", "CPU KV-cache usage (V0 only)."),
+        _c("prefix_hit_rate", F64, "ratio 0-1", "Prefix-cache hit rate."),
+    ),
+    "events": (
+        _c("ts", I64, NS, "Time of the event."),
+        _c("source_id", STR, "", "Content hash of the source file."),
+        _c("instance", STR, "", "Serving instance."),
+        _c("kind", STR, "", "preemption, oom, startup_*, cuda_graph, error, otel:<name>, …"),
+        _c("severity", STR, "", "DEBUG, INFO, WARNING, ERROR or CRITICAL."),
+        _c("request_id", STR, "", "Request concerned, if any."),
+        _c("value", F64, "", "Numeric payload (duration s, size GiB, count), per kind."),
+        _c("message", STR, "", "Message text (never prompt text) or attributes JSON."),
+    ),
+    "gpu_samples": (
+        _c("ts", I64, NS, "Sample time."),
+        _c("source_id", STR, "", "Content hash of the source file."),
+        _c("host", STR, "", "Host name / instance the GPU belongs to."),
+        _c("gpu", I64, "", "GPU index on the host."),
+        _c("uuid", STR, "", "GPU UUID."),
+        _c("model_name", STR, "", "GPU model name."),
+        _c("util_gpu", F64, "%", "GPU utilisation (nvidia-smi / DCGM_FI_DEV_GPU_UTIL)."),
+        _c("util_mem", F64, "%", "Memory-controller utilisation."),
+        _c("fb_used_mib", F64, "MiB", "Frame buffer in use."),
+        _c("fb_total_mib", F64, "MiB", "Frame buffer total."),
+        _c("power_w", F64, "W", "Power draw."),
+        _c("temp_c", F64, "°C", "GPU temperature."),
+        _c("sm_clock_mhz", F64, "MHz", "SM clock."),
+        _c("sm_active", F64, "ratio 0-1", "DCGM PROF_SM_ACTIVE."),
+        _c("sm_occupancy", F64, "ratio 0-1", "DCGM PROF_SM_OCCUPANCY."),
+        _c("tensor_active", F64, "ratio 0-1", "DCGM PROF_PIPE_TENSOR_ACTIVE."),
+        _c("dram_active", F64, "ratio 0-1", "DCGM PROF_DRAM_ACTIVE."),
+        _c("pcie_tx_bps", F64, "bytes/s", "PCIe transmit rate."),
+        _c("pcie_rx_bps", F64, "bytes/s", "PCIe receive rate."),
+    ),
+    "tool_metrics": (
+        _c("source_id", STR, "", "Content hash of the source file."),
+        _c("tool", STR, "", "Load-test tool that reported the figure."),
+        _c("metric", STR, "", "The tool's own metric name."),
+        _c("statistic", STR, "", "mean, p50, p99, …"),
+        _c("value", F64, "", "Reported value."),
+        _c("unit", STR, "", "Unit as reported."),
+    ),
+    "quarantine": (
+        _c("source_id", STR, "", "Content hash of the source file."),
+        _c("location", STR, "", "Where in the source: `line 12`, `line 12 span 3`, `offset 40`."),
+        _c("reason", STR, "", "Why the record was rejected."),
+        _c("raw", STR, "", "The raw record, truncated to 512 characters."),
+    ),
+}
+
+RAW_LIMIT = 512
+
+
+def polars_schema(table: str) -> pl.Schema:
+    """The polars schema of one normalised table."""
+    return pl.Schema({c.name: c.dtype for c in TABLES[table]})
+
+
+def empty(table: str) -> pl.DataFrame:
+    """An empty frame with the table's schema."""
+    return pl.DataFrame(schema=polars_schema(table))
+
+
+def conform(table: str, frame: pl.DataFrame) -> pl.DataFrame:
+    """Cast and order `frame` to the table's schema; missing columns become null.
+
+    Unknown columns are an error: a silently dropped column would be lost data.
+    """
+    schema = polars_schema(table)
+    extra = set(frame.columns) - set(schema.names())
+    if extra:
+        msg = f"table {table!r} has no column(s) {sorted(extra)}"
+        raise ValueError(msg)
+    return frame.select(
+        [
+            (pl.col(name) if name in frame.columns else pl.lit(None)).cast(dtype).alias(name)
+            for name, dtype in schema.items()
+        ]
+    )
+
+
+def render_markdown() -> str:
+    """The schema as the Markdown page `docs/SCHEMA.md`."""
+    out = [
+        "# Dataset schema",
+        "",
+        f"Schema version {SCHEMA_VERSION}. Generated from `traceq/schema.py` by",
+        "`python -m traceq.schema > docs/SCHEMA.md`; do not edit by hand.",
+        "",
+        "Timestamps are int64 nanoseconds since the Unix epoch (UTC); ratios are 0–1.",
+        "",
+    ]
+    for table, columns in TABLES.items():
+        out += [f"## `{table}`", "", "| column | type | unit | meaning |", "|---|---|---|---|"]
+        out += [f"| `{c.name}` | {c.dtype} | {c.unit} | {c.doc} |" for c in columns]
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")

@@ -108,7 +108,7 @@ def _finalize(writer: SourceWriter, schemas: dict[str, pl.Schema]) -> None:
             con.register(stage, empty[stage])
     con.execute(load("otel_finalize"))
     for view, table in _OUTPUTS.items():
-        reader = con.table(view).fetch_record_batch(1 << 18)
+        reader = con.table(view).to_arrow_reader(1 << 18)
         for batch in reader:
             writer.write(table, pl.from_arrow(batch))  # type: ignore[arg-type]
     con.close()

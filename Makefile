@@ -1,0 +1,32 @@
+# Two commands on a fresh machine: `make demo` and `make test` (README Quickstart).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test lint bench docs
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+setup: $(BIN)/.installed
+
+demo: setup
+	$(BIN)/traceq demo
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+# pytest exits 5 when it collects no test; that is not a failure of the build.
+test: lint
+	$(BIN)/python -m pytest || [ $$? -eq 5 ]
+
+bench: setup
+	$(BIN)/python bench/otlp_json_ingest.py
+
+docs: setup
+	$(BIN)/python -m traceq.schema > docs/SCHEMA.md
+	$(BIN)/python -m traceq.docs > docs/VIEWS.md

@@ -100,9 +100,9 @@ def generate(path: Path, megabytes: int, seed: int = 7) -> int:
 RUNNERS = {
     "traceq": "import traceq,sys; traceq.ingest([sys.argv[1]], sys.argv[2])",
     "duckdb": (
-        "import duckdb,sys; duckdb.sql(\"COPY (SELECT * FROM read_json('\"+sys.argv[1]+\"', "
+        'import duckdb,sys; duckdb.sql("COPY (SELECT * FROM read_json(\'"+sys.argv[1]+"\', '
         "format='newline_delimited', maximum_object_size=1073741824)) TO '\"+sys.argv[2]+"
-        "\".parquet'\")"
+        '".parquet\'")'
     ),
     "polars": "import polars as pl,sys; pl.read_ndjson(sys.argv[1])",
 }
@@ -127,24 +127,27 @@ def run(name: str, src: Path, out: Path) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mb", type=int, default=200, help="file size to generate (MB)")
+    parser.add_argument("--mb", type=int, nargs="+", default=[50, 200],
+                        help="file sizes to generate (MB); references run on each")  # fmt: skip
     parser.add_argument("--only", nargs="*", default=list(RUNNERS))
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="traceq-bench-") as tmp:
-        src = Path(tmp) / "otlp.jsonl"
-        requests = generate(src, args.mb)
-        size = src.stat().st_size / 1e6
-        print(f"file: {size:.0f} MB, {requests:,} requests; cores: {os.cpu_count()}")
-        results = {}
-        for name in args.only:
-            seconds, rss = run(name, src, Path(tmp) / f"out-{name}")
-            results[name] = (seconds, rss)
-            print(f"{name:8} {seconds:7.2f} s  {size / seconds:7.1f} MB/s  peak RSS {rss:7.0f} MiB")
-        if "traceq" in results:
-            mine = results["traceq"][0]
+    print(f"cores: {os.cpu_count()}")
+    for mb in args.mb:
+        with tempfile.TemporaryDirectory(prefix="traceq-bench-") as tmp:
+            src = Path(tmp) / "otlp.jsonl"
+            requests = generate(src, mb)
+            size = src.stat().st_size / 1e6
+            print(f"\nfile: {size:.0f} MB, {requests:,} requests")
+            results = {}
+            for name in args.only:
+                seconds, rss = run(name, src, Path(tmp) / f"out-{name}")
+                results[name] = seconds
+                print(
+                    f"{name:8} {seconds:7.2f} s {size / seconds:7.1f} MB/s  peak RSS {rss:6.0f} MiB"
+                )
             for ref in ("duckdb", "polars"):
-                if ref in results:
-                    print(f"ratio traceq/{ref} throughput: {results[ref][0] / mine:.2f}")
+                if "traceq" in results and ref in results:
+                    print(f"ratio traceq/{ref} throughput: {results[ref] / results['traceq']:.2f}")
 
 
 if __name__ == "__main__":

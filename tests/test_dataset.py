@@ -123,18 +123,27 @@ JAEGER = {
                         {"key": "gen_ai.request.id", "type": "string", "value": "cmpl-j"},
                         {"key": "gen_ai.usage.prompt_tokens", "type": "int64", "value": 12},
                         {"key": "gen_ai.latency.time_in_queue", "type": "float64", "value": 0.01},
-                        {"key": "gen_ai.latency.time_in_model_prefill", "type": "float64",
-                         "value": 0.02},  # fmt: skip
+                        {
+                            "key": "gen_ai.latency.time_in_model_prefill",
+                            "type": "float64",
+                            "value": 0.02,
+                        },
                         {"key": "otel.status_code", "type": "string", "value": "OK"},
                         {"key": "sampled", "type": "bool", "value": True},
                     ],
                     "logs": [
-                        {"timestamp": 1750000000158456, "fields": [
-                            {"key": "event", "type": "string", "value": "gen_ai.token"},
-                            {"key": "gen_ai.token.count", "type": "int64", "value": 2}]},
-                        {"timestamp": 1750000000189456, "fields": [
-                            {"key": "event", "type": "string", "value": "gen_ai.token"}]},
-                    ],  # fmt: skip
+                        {
+                            "timestamp": 1750000000158456,
+                            "fields": [
+                                {"key": "event", "type": "string", "value": "gen_ai.token"},
+                                {"key": "gen_ai.token.count", "type": "int64", "value": 2},
+                            ],
+                        },
+                        {
+                            "timestamp": 1750000000189456,
+                            "fields": [{"key": "event", "type": "string", "value": "gen_ai.token"}],
+                        },
+                    ],
                     "processID": "p1",
                     "warnings": None,
                 },
@@ -143,8 +152,11 @@ JAEGER = {
                     "spanID": "00f067aa0ba902b8",
                     "operationName": "tokenize",
                     "references": [
-                        {"refType": "CHILD_OF", "traceID": "4bf92f3577b34da6a3ce929d0e0e4736",
-                         "spanID": "00f067aa0ba902b7"}  # fmt: skip
+                        {
+                            "refType": "CHILD_OF",
+                            "traceID": "4bf92f3577b34da6a3ce929d0e0e4736",
+                            "spanID": "00f067aa0ba902b7",
+                        }
                     ],
                     "startTime": 1750000000123456,
                     "duration": 3000,
@@ -177,9 +189,7 @@ def test_jaeger_ui_export(tmp_path):
     t0 = 1750000000123456 * 1000
     first, last = 1750000000158456 * 1000, 1750000000189456 * 1000
     scheduled = first - 20 * MS
-    assert row == [
-        ("cmpl-j", "vllm-server", t0, 3 * MS, 10 * MS, 20 * MS, last - first, 12, 3)
-    ]
+    assert row == [("cmpl-j", "vllm-server", t0, 3 * MS, 10 * MS, 20 * MS, last - first, 12, 3)]
     assert scheduled - 10 * MS - t0 == 5 * MS  # 2 ms between tokenize end and queue: residual
     kinds = con.sql("SELECT name, kind, parent_id FROM spans ORDER BY name").fetchall()
     assert kinds == [("llm_request", "SERVER", None), ("tokenize", "INTERNAL", "00f067aa0ba902b7")]

@@ -8,6 +8,8 @@ in its own process so peak RSS is its own:
            request derivation, Parquet)
   duckdb   COPY (SELECT * FROM read_json(file)) TO parquet   (reference a)
   polars   pl.read_ndjson(file)                               (reference b, raw read only)
+  polars+schema  pl.read_ndjson(file, schema=<traceq's OTLP schema>): the raw read traceq
+           itself starts from, so the ratio shows what flattening + Parquet cost on top
 
 and prints MB/s, ratios (traceq / reference; higher is better for traceq) and peak RSS.
 Run twice with different --mb to see that traceq's peak RSS does not grow with file size.
@@ -104,6 +106,11 @@ RUNNERS = {
         '".parquet\'")'
     ),
     "polars": "import polars as pl,sys; pl.read_ndjson(sys.argv[1])",
+    # polars given traceq's own OTLP schema: the raw read alone, at its fastest
+    "polars+schema": (
+        "import polars as pl,sys; from traceq.ingest.otel.otlp_json import DOCUMENT; "
+        "pl.read_ndjson(sys.argv[1], schema=DOCUMENT)"
+    ),
 }
 
 
@@ -144,7 +151,7 @@ def main() -> None:
                 print(
                     f"{name:8} {seconds:7.2f} s {size / seconds:7.1f} MB/s  peak RSS {rss:6.0f} MiB"
                 )
-            for ref in ("duckdb", "polars"):
+            for ref in ("duckdb", "polars", "polars+schema"):
                 if "traceq" in results and ref in results:
                     print(f"ratio traceq/{ref} throughput: {results[ref] / results['traceq']:.2f}")
 

@@ -108,3 +108,11 @@ def test_explicit_format_overrides_sniffing(tmp_path, dataset):
     src = write_otlp_json(make_spans(specs), tmp_path / "traces.txt")
     result = traceq_cli("ingest", str(src), "-o", str(tmp_path / "d"), "--format", "otlp-json")
     assert result.returncode == 0 and "otlp-json: 1 requests" in result.stdout
+
+
+def test_demo_runs_on_the_bundled_sample_traces(tmp_path):
+    result = traceq_cli("demo", "-o", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "latency (ms)" in result.stdout and "ttft_ms" in result.stdout
+    total = next(line for line in result.stdout.splitlines() if line.startswith("total:"))
+    assert total.endswith("; 0 quarantined")

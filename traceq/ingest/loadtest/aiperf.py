@@ -57,9 +57,15 @@ _TO_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9, "sec": 1e9}
 def looks_like(head: bytes) -> bool:
     # profile_export_raw.jsonl (raw SSE per request, `start_perf_ns`) repeats the same requests.
     raw = b'"start_perf_ns"' in head
-    per_request = head.startswith(b'{"metadata"') and b'"x_request_id"' in head and not raw
+    per_request = _per_request(head) and not raw
     summary = b'"aiperf_version"' in head or (b'"records"' in head and b'"tag"' in head)
     return per_request or summary
+
+
+def _per_request(text: bytes) -> bool:
+    first = text.lstrip().split(b"\n", 1)[0]
+    keys = (b'"metadata"', b'"metrics"', b'"x_request_id"')
+    return first.startswith(b"{") and all(k in first for k in keys) and b'"benchmarks"' not in first
 
 
 def looks_like_csv(text: bytes, name: str) -> bool:
@@ -79,8 +85,7 @@ def read(data: bytes, options: IngestOptions, source: Source) -> Run:
         summary_csv.read(data, TOOL, run)
         run.run_source_id = _sibling(source)
         return run
-    first = text.split(b"\n", 1)[0]
-    if first.startswith(b'{"metadata"'):
+    if _per_request(text):
         for frame in ndjson.iter_frames(data, SCHEMA, run):
             run.client.append(_requests(frame, run, source.source_id, data))
         run.records = {"requests": sum(f.height for f in run.client)}

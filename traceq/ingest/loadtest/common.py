@@ -333,3 +333,30 @@ def _salvage_array(text: bytes, attempts: int = 64) -> tuple[list, int] | None:
             cut = text.find(b"{", end + 1)
             return records, cut if cut >= 0 else end + 1
     return None
+
+
+def records_frame(records: list[Any], schema: pl.Schema, run: Run, where: str) -> pl.DataFrame:
+    """The records as a frame with the given schema plus `i` (their index in `records`).
+
+    Items that are not objects, or whose fields polars cannot read with the schema, go to the
+    quarantine one by one; the whole list is read in one go when it can be."""
+    index = [i for i, r in enumerate(records) if isinstance(r, dict)]
+    for i, r in enumerate(records):
+        if not isinstance(r, dict):
+            run.reject(f"{where} {i}", "not a JSON object", r)
+    try:
+        frame = pl.from_dicts([records[i] for i in index], schema=schema, strict=False)
+    except Exception:
+        keep = []
+        for i in index:
+            try:
+                pl.from_dicts([records[i]], schema=schema, strict=False)
+            except Exception as exc:
+                run.reject(
+                    f"{where} {i}", f"fields of unexpected types: {str(exc)[:160]}", records[i]
+                )
+                continue
+            keep.append(i)
+        index = keep
+        frame = pl.from_dicts([records[i] for i in index], schema=schema, strict=False)
+    return frame.with_columns(i=pl.Series(index, dtype=pl.UInt32))

@@ -21,6 +21,7 @@ from traceq.ingest.loadtest.common import (
     anchor,
     client_frame,
     load_json,
+    records_frame,
     sibling_source_id,
 )
 from traceq.ingest.options import IngestOptions
@@ -105,13 +106,7 @@ def _sibling(source: Source) -> str | None:
 def _requests(
     requests: list[Any], run: Run, prefix: str, label: str | None, where: str
 ) -> pl.DataFrame | None:
-    try:
-        raw = pl.from_dicts(
-            [r if isinstance(r, dict) else {} for r in requests], schema=_REQUEST, strict=False
-        ).with_row_index("i")
-    except Exception as exc:  # a field of a type no request of this format has
-        run.reject(where, f"requests of unexpected shape: {str(exc)[:160]}", requests[:1])
-        return None
+    raw = records_frame(requests, _REQUEST, run, f"{where} request")
     bad = raw.filter(
         pl.col("timestamp").is_null()
         | pl.col("response_timestamps").is_null()

@@ -21,6 +21,7 @@ from traceq.ingest.loadtest.common import (
     anchor,
     client_frame,
     load_json,
+    records_frame,
     seconds_to_ns,
     sibling_source_id,
     stat_name,
@@ -122,13 +123,13 @@ def _requests(
     records: list[Any], run: Run, source_id: str, options: IngestOptions
 ) -> pl.DataFrame | None:
     dicts = [r if isinstance(r, dict) else {} for r in records]
-    try:
-        raw = pl.from_dicts(dicts, schema=_RECORD, strict=False).with_row_index("i")
-    except Exception as exc:
-        run.reject("file", f"records of unexpected shape: {str(exc)[:160]}", records[:1])
-        return None
+    raw = records_frame(records, _RECORD, run, "record")
     errors = pl.Series(
-        "error", [None if r.get("error") in (None, "") else _text(r["error"]) for r in dicts]
+        "error",
+        [
+            None if dicts[i].get("error") in (None, "") else _text(dicts[i]["error"])
+            for i in raw["i"]
+        ],
     )
     rm = pl.col("info").struct.field("response_metrics").struct
     frame = raw.with_columns(errors).select(

@@ -18,6 +18,7 @@ from traceq.ingest.loadtest.common import (
     Run,
     client_frame,
     load_json,
+    records_frame,
     seconds_to_ns,
     sibling_source_id,
     valid_latency,
@@ -92,13 +93,7 @@ def _summary(doc: dict[str, Any], run: Run) -> None:
 def _requests(
     records: list[Any], run: Run, source_id: str, options: IngestOptions
 ) -> pl.DataFrame | None:
-    try:
-        raw = pl.from_dicts(
-            [r if isinstance(r, dict) else {} for r in records], schema=_RECORD, strict=False
-        ).with_row_index("i")
-    except Exception as exc:
-        run.reject("file", f"records of unexpected shape: {str(exc)[:160]}", records[:1])
-        return None
+    raw = records_frame(records, _RECORD, run, "record")
     failed = pl.col("error_code").is_not_null() | (pl.col("error_msg").str.len_chars() > 0)
     ttft = valid_latency(pl.col("ttft_s"))
     e2e = valid_latency(pl.col("end_to_end_latency_s"))

@@ -1,0 +1,162 @@
+"""Bad load-test input: truncated JSON, mismatched array lengths, NaN / null latencies, unknown
+versions with extra keys, garbage lines: quarantine rows or a clear message, never a crash,
+and every good record still ingested. Also: other families' JSON is never claimed."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+import traceq
+from tests.loadtest_factory import vllm_result, workload
+from traceq.dataset import Dataset
+from traceq.ingest import InputError, ingest
+from traceq.ingest.loadtest import sniff
+from traceq.ingest.source import Source
+
+REAL = Path(__file__).parent / "data" / "real" / "loadtest"
+LLMPERF = REAL / "llmperf" / "llmperf_leaderboard_individual_responses_together_70b.json"
+AIPERF = REAL / "aiperf_example" / "aiperf_example_run1_profile_export.jsonl"
+
+
+def table(ds: Path, name: str) -> pl.DataFrame:
+    con = traceq.open(ds)
+    return pl.from_arrow(con.sql(f"SELECT * FROM {name}").to_arrow_table())  # type: ignore[return-value]
+
+
+def test_truncated_json_array_keeps_the_complete_records(tmp_path: Path) -> None:
+    data = LLMPERF.read_bytes()
+    cut = data.index(b'"ttft_s"', len(data) // 2)  # inside record ~75
+    path = tmp_path / "llmperf_individual_responses.json"
+    path.write_bytes(data[:cut])
+    complete = data[:cut].count(b'"end_to_end_latency_s"')  # records that were fully written
+    [result] = ingest([path], tmp_path / "t.tq")
+    assert result.format == "llmperf"
+    assert result.rows["requests"] == complete and 60 < complete < 90
+    [row] = table(tmp_path / "t.tq", "quarantine").rows(named=True)
+    assert row["reason"].startswith("truncated JSON array")
+    assert row["location"].startswith("offset ")
+
+
+def test_truncated_json_object_is_one_quarantine_row(tmp_path: Path) -> None:
+    with gzip.open(REAL / "guidellm_generated" / "benchmarks.json.gz") as fh:
+        data = fh.read()
+    path = tmp_path / "benchmarks.json"
+    path.write_bytes(data[: len(data) // 3])
+    [result] = ingest([path], tmp_path / "t.tq")
+    assert result.format == "guidellm" and result.rows == {} and result.quarantined == 1
+    reason = table(tmp_path / "t.tq", "quarantine")["reason"][0]
+    assert reason.startswith("truncated JSON document")
+
+
+def test_mismatched_vllm_arrays_quarantine_the_run_but_keep_its_summary(tmp_path: Path) -> None:
+    doc = vllm_result(workload())
+    doc["itls"] = doc["itls"][:-1]
+    path = tmp_path / "vllm.json"
+    path.write_text(json.dumps(doc))
+    [result] = ingest([path], tmp_path / "t.tq")
+    assert result.rows.get("requests", 0) == 0 and result.rows["tool_metrics"] > 0
+    reason = table(tmp_path / "t.tq", "quarantine")["reason"][0]
+    assert "different lengths" in reason and "itls 11" in reason and "ttfts 12" in reason
+
+
+def test_mismatched_genai_perf_request_is_quarantined_alone(tmp_path: Path) -> None:
+    with gzip.open(REAL / "genai_perf_generated" / "profile_export.json.gz") as fh:
+        doc = json.load(fh)
+    requests = doc["experiments"][0]["requests"]
+    requests[7]["response_timestamps"] = requests[7]["response_timestamps"][:-2]
+    path = tmp_path / "profile_export.json"
+    path.write_text(json.dumps(doc))
+    [result] = ingest([path], tmp_path / "t.tq")
+    assert result.rows["requests"] == 49 and result.quarantined == 1
+    q = table(tmp_path / "t.tq", "quarantine").row(0, named=True)
+    assert q["location"] == "experiment 0 request 7" and "differ in length" in q["reason"]
+    assert "mortimer" not in q["raw"]  # prompt text is redacted even in quarantine
+
+
+def test_nan_and_null_latencies(tmp_path: Path) -> None:
+    doc = vllm_result(workload())
+    doc["ttfts"][0] = float("nan")  # Python's json writes NaN, which strict JSON rejects
+    doc["ttfts"][1] = None
+    vllm = tmp_path / "vllm.json"
+    vllm.write_text(json.dumps(doc))
+    records = json.loads(LLMPERF.read_text())
+    records[4]["ttft_s"] = None
+    records[9]["end_to_end_latency_s"] = -1.0
+    llm = tmp_path / "x_individual_responses.json"
+    llm.write_text(json.dumps(records))
+    lines = AIPERF.read_text().splitlines()
+    lines[19] = lines[19].replace('"ttft":{"value":730.147344', '"ttft":{"value":NaN')
+    lines[20] = lines[20].replace('"request_latency":{"value":', '"request_latency":{"valu":')
+    aiperf = tmp_path / "profile_export.jsonl"
+    aiperf.write_text("\n".join(lines) + "\n")
+    results = {r.format: r for r in ingest([vllm, llm, aiperf], tmp_path / "t.tq")}
+    assert (results["vllm-bench"].rows["requests"], results["vllm-bench"].quarantined) == (10, 2)
+    assert (results["llmperf"].rows["requests"], results["llmperf"].quarantined) == (148, 2)
+    assert (results["aiperf"].rows["requests"], results["aiperf"].quarantined) == (98, 2)
+    q = table(tmp_path / "t.tq", "quarantine")
+    assert set(q["location"]) >= {"line 1 request 0", "line 1 request 1", "record 4", "record 9"}
+    assert set(q["location"]) >= {"line 20", "line 21"}
+
+
+def test_unknown_version_with_extra_keys_is_read_and_counted(tmp_path: Path) -> None:
+    doc = vllm_result(workload())
+    doc["a_key_from_a_future_version"] = {"nested": [1, 2]}
+    doc["per_request_new_list"] = [[1]] * 12
+    vllm = tmp_path / "vllm.json"
+    vllm.write_text(json.dumps(doc))
+    lines = AIPERF.read_text().splitlines()
+    extra = [
+        line.replace('{"metadata":{', '{"new_block":{"x":[1,2]},"metadata":{"new_field":3,', 1)
+        for line in lines
+    ]
+    aiperf = tmp_path / "profile_export.jsonl"
+    aiperf.write_text("\n".join(extra) + "\n")
+    results = {r.format: r for r in ingest([vllm, aiperf], tmp_path / "t.tq")}
+    assert results["vllm-bench"].rows["requests"] == 12 and results["vllm-bench"].quarantined == 0
+    assert results["aiperf"].rows["requests"] == 100 and results["aiperf"].quarantined == 0
+    entry = next(s for s in Dataset(tmp_path / "t.tq").sources() if s["format"] == "vllm-bench")
+    assert entry["unrecognised"] == {
+        "key a_key_from_a_future_version": 1,
+        "key per_request_new_list": 1,
+    }
+
+
+def test_garbage_lines_in_jsonl(tmp_path: Path) -> None:
+    lines = AIPERF.read_text().splitlines()
+    lines.insert(5, "this is not json")
+    lines.insert(50, lines[49][: len(lines[49]) // 2])  # a cut-off line
+    lines.insert(60, "[1, 2, 3]")
+    path = tmp_path / "profile_export.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    [result] = ingest([path], tmp_path / "t.tq")
+    assert result.rows["requests"] == 100 and result.quarantined == 3
+    reasons = table(tmp_path / "t.tq", "quarantine").sort("location")["reason"].to_list()
+    assert any(r.startswith("truncated JSON line") for r in reasons)
+    assert "not a JSON object" in reasons
+
+
+def test_other_families_json_is_not_claimed(tmp_path: Path) -> None:
+    otlp = tmp_path / "spans.json"
+    otlp.write_text(json.dumps({"resourceSpans": [], "ttft_s": 1, "benchmarks": []}))
+    jaeger = tmp_path / "jaeger.json"
+    jaeger.write_text(json.dumps({"data": [{"traceID": "ab", "spans": [], "ttfts": []}]}))
+    assert sniff(Source(otlp)) is None and sniff(Source(jaeger)) is None
+    plain = tmp_path / "other.json"
+    plain.write_text(json.dumps([{"a": 1}]))
+    with pytest.raises(InputError, match="unrecognised format"):
+        ingest([plain], tmp_path / "t.tq")
+
+
+def test_empty_and_wrong_types_do_not_crash(tmp_path: Path) -> None:
+    shutil.copy(LLMPERF, tmp_path / "a_individual_responses.json")
+    odd = tmp_path / "b_individual_responses.json"
+    odd.write_text(json.dumps([{"ttft_s": "fast", "end_to_end_latency_s": [1]}, 3, None]))
+    results = ingest([tmp_path / "a_individual_responses.json", odd], tmp_path / "t.tq")
+    assert results[0].rows["requests"] == 150
+    assert results[1].rows.get("requests", 0) == 0 and results[1].quarantined == 3

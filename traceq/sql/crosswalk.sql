@@ -123,25 +123,25 @@ native AS (
 )
 SELECT
     -- Source of the per-request rows the figure is compared with (tool_metrics.run_source_id).
-    n.run_source_id,
+    n.run_source_id AS run_source_id,
     -- Source the tool's figure came from (the summary file, or the per-request file itself).
     n.source_id AS summary_source_id,
     -- Tool that reported the figure.
-    n.tool,
+    n.tool AS tool,
     -- Run within the source (requests.run); null for the whole file.
-    n.run,
+    n.run AS run,
     -- The tool's own metric name, as the tool spells it.
     n.metric AS native_metric,
     -- Statistic (mean, p50, p99, std, min, max, ...).
-    n.statistic,
+    n.statistic AS statistic,
     -- The tool's value in its own unit.
     n.value AS native_value,
     -- The tool's unit.
     n.unit AS native_unit,
     -- The tool's value in milliseconds.
-    n.native_ms,
+    n.native_ms AS native_ms,
     -- Our metric with the matching meaning (ttft_ms, tpot_ms, tbt_ms, e2e_ms, e2e_per_token_ms).
-    n.our_metric,
+    n.our_metric AS our_metric,
     -- Our statistic of that metric over the run's successful client requests (ms).
     CASE n.statistic
         WHEN 'mean' THEN o.mean
@@ -155,11 +155,11 @@ SELECT
     -- Samples behind our statistic (requests, or chunk gaps for tbt_ms).
     o.n AS our_samples,
     -- True where the tool defines the figure as we do, so the two should agree to rounding.
-    n.same_definition,
+    n.same_definition AS same_definition,
     -- What the tool's metric measures.
-    n.native_definition,
+    n.native_definition AS native_definition,
     -- What our metric measures (SPEC §4).
-    d.our_definition
+    d.our_definition AS our_definition
 FROM native AS n
 CROSS JOIN stat_names AS s
 JOIN our_definitions AS d ON d.our_metric = n.our_metric

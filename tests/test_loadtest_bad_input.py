@@ -160,3 +160,19 @@ def test_empty_and_wrong_types_do_not_crash(tmp_path: Path) -> None:
     results = ingest([tmp_path / "a_individual_responses.json", odd], tmp_path / "t.tq")
     assert results[0].rows["requests"] == 150
     assert results[1].rows.get("requests", 0) == 0 and results[1].quarantined == 3
+
+
+def test_aiperf_lines_across_many_small_blocks(tmp_path: Path, monkeypatch) -> None:
+    """The JSON lines are streamed in blocks; a bad line in a later block is still found."""
+    from traceq.ingest.loadtest import ndjson
+
+    monkeypatch.setattr(ndjson, "BLOCK_BYTES", 4096)
+    lines = AIPERF.read_text().splitlines()
+    lines[80] = lines[80].replace('"ttft":{"value":', '"ttft":{"value":-', 1)
+    path = tmp_path / "profile_export.jsonl"
+    path.write_text("\n".join(lines))  # no final newline
+    [result] = ingest([path], tmp_path / "t.tq")
+    assert result.rows["requests"] == 99 and result.quarantined == 1
+    q = table(tmp_path / "t.tq", "quarantine").row(0, named=True)
+    assert q["location"] == "line 81" and q["raw"].startswith('{"metadata"')
+    assert table(tmp_path / "t.tq", "tokens").height == result.rows["tokens"] > 20000

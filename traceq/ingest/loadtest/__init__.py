@@ -83,9 +83,19 @@ def ingest(
 ) -> dict[str, Any]:
     """Read one load-test export; returns the manifest details."""
     with source.open() as stream:
-        data = stream.read()
-    progress(source.size)
-    run: Run = _READERS[fmt](data, options, source)
+        if fmt == "aiperf" and aiperf.is_jsonl(source.head):
+            run = Run(clock_domain="unix_ns")
+            n = 0
+            for frame in aiperf.iter_requests(stream, run, source.source_id, progress):
+                write_client(writer, frame)
+                n += frame.height
+                _flush_quarantine(writer, run)
+            run.records = {"requests": n}
+        else:
+            # Per-run JSON documents (a few MB): parsed whole.
+            data = stream.read()
+            progress(len(data))
+            run = _READERS[fmt](data, options, source)
     for frame in run.client:
         write_client(writer, frame)
     if run.metrics:
@@ -93,8 +103,7 @@ def ingest(
             run_source_id=pl.lit(run.run_source_id or writer.source_id)
         )
         writer.write("tool_metrics", rows)
-    if run.quarantine:
-        writer.write("quarantine", pl.DataFrame(run.quarantine))
+    _flush_quarantine(writer, run)
     entry: dict[str, Any] = {"clock_domain": run.clock_domain, "tool": fmt}
     if run.assumptions:
         entry["assumptions"] = run.assumptions
@@ -103,3 +112,9 @@ def ingest(
     if run.records:
         entry["records"] = run.records
     return entry
+
+
+def _flush_quarantine(writer: SourceWriter, run: Run) -> None:
+    if run.quarantine:
+        writer.write("quarantine", pl.DataFrame(run.quarantine))
+        run.quarantine.clear()

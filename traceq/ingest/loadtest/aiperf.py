@@ -10,7 +10,8 @@ reasoning tokens) is the output token count, as AIPerf's own ITL uses it. Error 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO
 
 import polars as pl
 
@@ -78,17 +79,26 @@ def looks_like_csv(text: bytes, name: str) -> bool:
     return "aiperf" in name or header.find(b",p1,") < header.find(b",p99,")
 
 
+def is_jsonl(head: bytes) -> bool:
+    """True for the per-request JSON lines (read as a stream by `iter_requests`)."""
+    return _per_request(head)
+
+
+def iter_requests(
+    stream: BinaryIO, run: Run, source_id: str, progress: Callable[[int], None]
+) -> Iterator[pl.DataFrame]:
+    """Client frames of `profile_export.jsonl`, block by block (bounded memory)."""
+    for frame, block, first in ndjson.iter_frames(stream, SCHEMA, run, progress):
+        yield _requests(frame, run, source_id, block, first)
+
+
 def read(data: bytes, options: IngestOptions, source: Source) -> Run:
+    """The aggregate JSON / CSV (the per-request lines go through `iter_requests`)."""
     run = Run(clock_domain="unix_ns")
     text = data.lstrip()
     if summary_csv.looks_like(text):
         summary_csv.read(data, TOOL, run)
         run.run_source_id = _sibling(source)
-        return run
-    if _per_request(text):
-        for frame in ndjson.iter_frames(data, SCHEMA, run):
-            run.client.append(_requests(frame, run, source.source_id, data))
-        run.records = {"requests": sum(f.height for f in run.client)}
         return run
     doc = load_json(data, run)
     if isinstance(doc, dict):
@@ -114,7 +124,9 @@ def _scaled(name: str) -> pl.Expr:
     return field.struct.field("value") * unit
 
 
-def _requests(frame: pl.DataFrame, run: Run, source_id: str, data: bytes) -> pl.DataFrame:
+def _requests(
+    frame: pl.DataFrame, run: Run, source_id: str, block: bytes, first: int
+) -> pl.DataFrame:
     meta = pl.col("metadata").struct
     icl = pl.col("metrics").struct.field("inter_chunk_latency")
     icl_scale = icl.struct.field("unit").replace_strict(
@@ -151,13 +163,13 @@ def _requests(frame: pl.DataFrame, run: Run, source_id: str, data: bytes) -> pl.
             | pl.col("gaps").list.eval(~pl.element().is_finite() | (pl.element() < 0)).list.any()
         )
     )
-    lines = data.split(b"\n") if bad.height else []
+    lines = block.split(b"\n") if bad.height else []
     for line in bad["_line"]:
         run.reject(
             f"line {line}",
             "no error, but start, TTFT, request latency or a chunk gap is missing, NaN, "
             "negative or in an unknown unit",
-            lines[line - 1],
+            lines[line - first],
         )
     good = parsed.join(bad.select("_line"), on="_line", how="anti")
     ok = pl.col("error").is_null()

@@ -7,7 +7,8 @@ that only the bad lines go to the quarantine; memory stays bounded by the block 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
 
 import orjson
 import polars as pl
@@ -17,16 +18,25 @@ from traceq.ingest.loadtest.common import Run
 BLOCK_BYTES = 16 << 20
 
 
-def iter_frames(data: bytes, schema: pl.Schema, run: Run) -> Iterator[pl.DataFrame]:
-    """Frames of the lines of `data` with a `_line` column (1-based line number)."""
-    start, line_no = 0, 1
-    while start < len(data):
-        end = data.find(b"\n", min(start + BLOCK_BYTES, len(data)))
-        end = len(data) if end < 0 else end + 1
-        block = data[start:end]
-        yield _block(block, line_no, schema, run)
+def iter_frames(
+    stream: BinaryIO, schema: pl.Schema, run: Run, progress: Callable[[int], None]
+) -> Iterator[tuple[pl.DataFrame, bytes, int]]:
+    """(frame with a 1-based `_line` column, the block's bytes, its first line number) per
+    block of whole lines, reading BLOCK_BYTES at a time."""
+    carry = b""
+    line_no = 1
+    while chunk := stream.read(BLOCK_BYTES):
+        progress(len(chunk))
+        data = carry + chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            carry = data
+            continue
+        block, carry = data[: cut + 1], data[cut + 1 :]
+        yield _block(block, line_no, schema, run), block, line_no
         line_no += block.count(b"\n")
-        start = end
+    if carry.strip():
+        yield _block(carry, line_no, schema, run), carry, line_no
 
 
 def _block(block: bytes, first: int, schema: pl.Schema, run: Run) -> pl.DataFrame:

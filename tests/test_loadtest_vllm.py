@@ -124,3 +124,20 @@ def test_explicit_format_and_cli(detailed, tmp_path: Path) -> None:
     )
     assert out.exit_code == 0, out.output
     assert "vllm-bench" in out.output
+
+
+def test_vllm_without_start_times_places_requests_at_zero(tmp_path: Path) -> None:
+    """Older results (or other builds) have no `start_times`: durations stay exact."""
+    reqs = workload()
+    doc = vllm_result(reqs)
+    doc.pop("start_times")
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(doc))
+    ds = tmp_path / "d.tq"
+    [result] = ingest([path], ds)
+    assert result.rows["requests"] == 12 and result.quarantined == 0
+    rows = q(ds, "SELECT * FROM requests WHERE error IS NULL ORDER BY request_id")
+    assert set(rows["t_arrival"]) == {0}
+    cw = q(ds, "SELECT * FROM crosswalk WHERE native_metric IN ('ttft', 'e2el')")
+    assert (cw["diff_ms"].abs() < 1e-6).all()
+    assert "start_times" in Dataset(ds).sources()[0]["assumptions"]

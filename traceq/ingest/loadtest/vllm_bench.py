@@ -185,7 +185,7 @@ def _requests(
         pl.col("error").is_null()
         & (
             valid_latency(pl.col("ttft")).is_null()
-            | (pl.col("start").is_not_nan() & pl.col("start").is_infinite())
+            | ~pl.col("start").is_finite()
             | pl.col("itls").list.eval(~pl.element().is_finite() | (pl.element() < 0)).list.any()
         )
     )

@@ -176,3 +176,34 @@ def test_aiperf_lines_across_many_small_blocks(tmp_path: Path, monkeypatch) -> N
     q = table(tmp_path / "t.tq", "quarantine").row(0, named=True)
     assert q["location"] == "line 81" and q["raw"].startswith('{"metadata"')
     assert table(tmp_path / "t.tq", "tokens").height == result.rows["tokens"] > 20000
+
+
+def test_guidellm_errored_old_style_and_unordered_requests(tmp_path: Path) -> None:
+    with gzip.open(REAL / "guidellm_generated" / "benchmarks.json.gz") as fh:
+        doc = json.load(fh)
+    groups = doc["benchmarks"][0]["requests"]
+    ok = groups["successful"]
+    errored = ok.pop(0)
+    errored["info"]["error"] = "ReadTimeout: no response in 30 s"
+    groups["errored"] = [errored]
+    old = ok[0]  # an older guidellm: flat times, no info.timings
+    timings = old.pop("info")["timings"]
+    old |= {
+        "start_time": timings["request_start"],
+        "first_token_time": timings["first_token_iteration"],
+        "last_token_time": timings["last_token_iteration"],
+    }
+    ok[1]["info"]["timings"]["last_token_iteration"] = 0.0  # before its first token
+    path = tmp_path / "benchmarks.json"
+    path.write_text(json.dumps(doc))
+    ds = tmp_path / "t.tq"
+    [result] = ingest([path], ds)
+    assert result.rows["requests"] == 49 and result.quarantined == 1
+    rows = table(ds, "requests")
+    assert rows.filter(pl.col("error").is_not_null())["error"].to_list() == [
+        "ReadTimeout: no response in 30 s"
+    ]
+    flat = rows.filter(pl.col("request_id") == old["response_id"]).row(0, named=True)
+    assert flat["t_arrival"] == round(timings["request_start"] * 1e9)
+    assert flat["t_last_token"] == round(timings["last_token_iteration"] * 1e9)
+    assert table(ds, "quarantine")["location"].to_list() == ["benchmark 0 successful 1"]

@@ -16,7 +16,13 @@ from typing import Any
 
 import polars as pl
 
-from traceq.ingest.loadtest.common import Run, client_frame, load_json, seconds_to_ns
+from traceq.ingest.loadtest.common import (
+    Run,
+    client_frame,
+    load_json,
+    records_frame,
+    seconds_to_ns,
+)
 from traceq.ingest.options import IngestOptions
 from traceq.ingest.source import Source
 
@@ -82,40 +88,51 @@ def read(data: bytes, options: IngestOptions, source: Source) -> Run:
     return run
 
 
+_TIMINGS = pl.Struct({new: pl.Float64 for new, _ in _FIELDS.values()})
+_REQUEST = pl.Schema(
+    {
+        "request_id": pl.String,
+        "response_id": pl.String,
+        "prompt_tokens": pl.Int64,
+        "output_tokens": pl.Int64,
+        **{old: pl.Float64 for _, old in _FIELDS.values()},
+        "info": pl.Struct({"timings": _TIMINGS, "error": pl.String}),
+        "error": pl.String,
+    }
+)
+
+
 def _requests(
     groups: Any, run: Run, source_id: str, label: str | None, where: str
 ) -> pl.DataFrame | None:
     if not isinstance(groups, dict):
         return None
-    rows: dict[str, list] = {k: [] for k in ("id", "status", "start", "first", "last")}
-    rows |= {"prompt": [], "output": [], "error": []}
+    frames = []
     for status in _STATUSES:
-        for i, req in enumerate(groups.get(status) or []):
-            if not isinstance(req, dict):
-                run.reject(f"{where} {status} {i}", "request is not a JSON object", req)
-                continue
-            info = req.get("info") if isinstance(req.get("info"), dict) else {}
-            timings = info.get("timings") if isinstance(info.get("timings"), dict) else {}
-            for ours, (new, old) in _FIELDS.items():
-                value = timings.get(new, req.get(old))
-                rows[ours].append(value if isinstance(value, int | float) else None)
-            rows["id"].append(
-                req.get("response_id") or req.get("request_id") or f"{source_id}:{status}:{i}"
-            )
-            rows["status"].append(status)
-            rows["prompt"].append(req.get("prompt_tokens"))
-            rows["output"].append(req.get("output_tokens"))
-            error = info.get("error") or req.get("error")
-            rows["error"].append(None if status == "successful" else str(error or status)[:500])
-    if not rows["id"]:
+        records = groups.get(status) or []
+        if isinstance(records, list) and records:
+            frame = records_frame(records, _REQUEST, run, f"{where} {status}")
+            frames.append(frame.with_columns(status=pl.lit(status), i=pl.col("i").cast(pl.Int64)))
+    if not frames:
         return None
-    raw = pl.DataFrame(
-        {
-            k: pl.Series(v, dtype=pl.Float64 if k in _FIELDS else None, strict=False)
-            for k, v in rows.items()
-        }
+    timings = pl.col("info").struct.field("timings").struct
+    raw = pl.concat(frames).select(
+        "status",
+        "i",
+        id=pl.coalesce(
+            "response_id", "request_id", pl.format("{}:{}:{}", pl.lit(source_id), "status", "i")
+        ),
+        prompt="prompt_tokens",
+        output="output_tokens",
+        error=pl.when(pl.col("status") != "successful").then(
+            pl.coalesce(pl.col("info").struct.field("error"), "error", "status").str.slice(0, 500)
+        ),
+        **{
+            ours: pl.coalesce(timings.field(new), pl.col(old))
+            for ours, (new, old) in _FIELDS.items()
+        },
     )
-    bad = raw.with_row_index("n").filter(
+    bad = raw.filter(
         pl.col("error").is_null()
         & (
             pl.col("start").is_null()
@@ -126,13 +143,13 @@ def _requests(
             | (pl.col("last") < pl.col("first"))
         )
     )
-    for n in bad["n"]:
+    for row in bad.iter_rows(named=True):
         run.reject(
-            f"{where} request {n}",
+            f"{where} {row['status']} {row['i']}",
             "successful request with missing or unordered times",
-            {k: rows[k][n] for k in ("id", "start", "first", "last")},
+            {k: row[k] for k in ("id", "start", "first", "last")},
         )
-    raw = raw.with_row_index("n").join(bad.select("n"), on="n", how="anti")
+    raw = raw.join(bad.select("status", "i"), on=["status", "i"], how="anti")
     ok = pl.col("error").is_null()
     stamps = raw.select(
         t_arrival=seconds_to_ns("start"),
@@ -141,7 +158,7 @@ def _requests(
     )
     return client_frame(
         {
-            "request_id": raw["id"].cast(pl.String),
+            "request_id": raw["id"],
             "run": [label] * raw.height,
             "prompt_tokens": raw["prompt"],
             "output_tokens": raw["output"],

@@ -61,6 +61,8 @@ def test_every_file_is_detected_as_its_tool(con) -> None:
         "inference-perf_kubecon-na-2025_vllm_summary_prometheus_metrics.json": "inference-perf",
         "llmperf_leaderboard_individual_responses_together_70b.json": "llmperf",
         "llmperf_leaderboard_summary_together_70b.json": "llmperf",
+        "llm-d_kgateway_benchmark_serving_results.jsonl": "vllm-bench",
+        "openai-1.0qps-Qwen3-VL-8B-Instruct-20260722-041843.json": "vllm-bench",
         "PROVENANCE.md": None,
     }
 

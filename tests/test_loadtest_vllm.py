@@ -141,3 +141,48 @@ def test_vllm_without_start_times_places_requests_at_zero(tmp_path: Path) -> Non
     cw = q(ds, "SELECT * FROM crosswalk WHERE native_metric IN ('ttft', 'e2el')")
     assert (cw["diff_ms"].abs() < 1e-6).all()
     assert "start_times" in Dataset(ds).sources()[0]["assumptions"]
+
+
+REAL = Path(__file__).parent / "data" / "real" / "loadtest" / "vllm_bench"
+
+
+def test_real_appended_results_with_metadata_keys(tmp_path: Path) -> None:
+    """Three real `benchmark_serving.py --save-result --metadata …` results, one per line."""
+    path = REAL / "llm-d_kgateway_benchmark_serving_results.jsonl"
+    ds = tmp_path / "d.tq"
+    [result] = ingest([path], ds)
+    assert result.format == "vllm-bench" and result.quarantined == 0
+    # Per object: 12 latency statistics + 10 numeric scalars (the inf run's request_rate is "inf").
+    assert result.rows == {"tool_metrics": 22 + 22 + 21}
+    metrics = q(
+        ds,
+        "SELECT run, metric, statistic, value, unit FROM tool_metrics ORDER BY run, metric, statistic",
+    )
+    p99_itl = metrics.filter((pl.col("metric") == "itl") & (pl.col("statistic") == "p99"))
+    assert p99_itl["value"].to_list() == [34.210415409961556, 75.82270559991227, 66.37176537940839]
+    assert p99_itl["run"].to_list() == ["0", "1", "2"] and set(p99_itl["unit"]) == {"ms"}
+    rate = metrics.filter(pl.col("metric") == "request_rate")
+    assert rate["value"].to_list() == [10.0, 30.0]  # the third is the string "inf"
+    median = metrics.filter((pl.col("metric") == "ttft") & (pl.col("statistic") == "p50"))
+    assert median["value"][2] == 877.0819514993491
+    entry = Dataset(ds).sources()[0]
+    assert entry["unrecognised"] == {"key request_goodput:": 3}
+    assert entry["records"] == {"runs": 3}
+    cw = q(ds, "SELECT * FROM crosswalk")
+    assert cw.height == 3 * 3 * 4  # ttft / tpot / itl × mean, p50, std, p99; no e2el saved
+    assert cw["ours_ms"].null_count() == cw.height  # non-detailed: nothing to recompute
+
+
+def test_real_ascend_non_detailed_result(tmp_path: Path) -> None:
+    path = REAL / "openai-1.0qps-Qwen3-VL-8B-Instruct-20260722-041843.json"
+    ds = tmp_path / "d.tq"
+    [result] = ingest([path], ds)
+    assert result.format == "vllm-bench" and result.quarantined == 0
+    metrics = q(ds, "SELECT metric, statistic, value, unit, run FROM tool_metrics")
+    assert metrics["run"].null_count() == metrics.height
+    scalars = dict(
+        metrics.filter(pl.col("statistic") == "value").select("metric", "value").iter_rows()
+    )
+    assert scalars["completed"] == 200 and scalars["failed"] == 0
+    assert scalars["max_output_tokens_per_s"] == 313.0 and scalars["duration"] == 203.5104987300001
+    assert "unrecognised" not in Dataset(ds).sources()[0]

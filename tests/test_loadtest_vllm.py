@@ -156,7 +156,8 @@ def test_real_appended_results_with_metadata_keys(tmp_path: Path) -> None:
     assert result.rows == {"tool_metrics": 22 + 22 + 21}
     metrics = q(
         ds,
-        "SELECT run, metric, statistic, value, unit FROM tool_metrics ORDER BY run, metric, statistic",
+        "SELECT run, metric, statistic, value, unit FROM tool_metrics "
+        "ORDER BY run, metric, statistic",
     )
     p99_itl = metrics.filter((pl.col("metric") == "itl") & (pl.col("statistic") == "p99"))
     assert p99_itl["value"].to_list() == [34.210415409961556, 75.82270559991227, 66.37176537940839]

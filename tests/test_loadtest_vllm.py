@@ -187,3 +187,15 @@ def test_real_ascend_non_detailed_result(tmp_path: Path) -> None:
     assert scalars["completed"] == 200 and scalars["failed"] == 0
     assert scalars["max_output_tokens_per_s"] == 313.0 and scalars["duration"] == 203.5104987300001
     assert "unrecognised" not in Dataset(ds).sources()[0]
+
+
+def test_percentile_pairs_of_some_builds(tmp_path: Path) -> None:
+    doc = vllm_result(workload(), detailed=False)
+    doc["percentiles_ttft_ms"] = [[99, doc["p99_ttft_ms"]], [99.9, 1234.5]]
+    path = tmp_path / "pairs.json"
+    path.write_text(json.dumps(doc))
+    ds = tmp_path / "d.tq"
+    ingest([path], ds)
+    rows = q(ds, "SELECT statistic, value FROM tool_metrics WHERE metric = 'ttft' ORDER BY 1")
+    assert rows.filter(pl.col("statistic") == "p99").height == 1  # not twice
+    assert rows.filter(pl.col("statistic") == "p99.9")["value"].to_list() == [1234.5]

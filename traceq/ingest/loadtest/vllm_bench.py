@@ -32,6 +32,7 @@ TOOL = "vllm-bench"
 CLOCK = "perf_counter_relative"
 # mean_ttft_ms, median_tpot_ms, std_itl_ms, p99_e2el_ms, p99.9_ttft_ms, …
 _STAT_KEY = re.compile(r"^(mean|median|std|p\d+(?:\.\d+)?)_(.+)_ms$")
+_PAIRS = re.compile(r"^percentiles_(.+)_ms$")
 _SCALARS = {
     "duration": "s",
     "completed": "requests",
@@ -134,15 +135,29 @@ def _origin(docs: list[tuple[int, dict]]) -> int | None:
 def _metrics(doc: dict[str, Any], run: Run, label: str | None) -> None:
     for key, value in doc.items():
         m = _STAT_KEY.match(key)
+        pairs = _PAIRS.match(key)
         if m:
             stat = {"median": "p50"}.get(m.group(1), m.group(1))
             if stat.startswith("p"):
                 stat = f"p{float(stat[1:]):g}"
             run.metric(TOOL, m.group(2), stat, value, "ms", label)
+        elif pairs and isinstance(value, list):
+            _pairs(pairs.group(1), value, doc, run, label)
         elif key in _SCALARS:
             run.metric(TOOL, key, "value", value, _SCALARS[key], label)
         elif key not in _ARRAYS and key not in _INFO and not isinstance(value, int | float | str):
             run.unknown(f"key {key}")
+
+
+def _pairs(metric: str, value: list, doc: dict[str, Any], run: Run, label: str | None) -> None:
+    """`percentiles_ttft_ms: [[99, v], …]` (BenchmarkMetrics dumped whole by some builds),
+    unless the same percentile is also a `p99_ttft_ms` key."""
+    for pair in value:
+        if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], int | float):
+            p = float(pair[0])
+            word = str(int(p)) if int(p) == p else str(p)
+            if f"p{word}_{metric}_ms" not in doc:
+                run.metric(TOOL, metric, f"p{p:g}", pair[1], "ms", label)
 
 
 def _requests(

@@ -15,7 +15,7 @@ import pytest
 import traceq
 from tests.loadtest_factory import vllm_result, workload
 from traceq.dataset import Dataset
-from traceq.ingest import InputError, ingest
+from traceq.ingest import IngestOptions, InputError, ingest
 from traceq.ingest.loadtest import sniff
 from traceq.ingest.source import Source
 
@@ -207,3 +207,67 @@ def test_guidellm_errored_old_style_and_unordered_requests(tmp_path: Path) -> No
     assert flat["t_arrival"] == round(timings["request_start"] * 1e9)
     assert flat["t_last_token"] == round(timings["last_token_iteration"] * 1e9)
     assert table(ds, "quarantine")["location"].to_list() == ["benchmark 0 successful 1"]
+
+
+def _genai_doc() -> dict:
+    with gzip.open(REAL / "genai_perf_generated" / "profile_export.json.gz") as fh:
+        return json.load(fh)
+
+
+def test_genai_perf_usage_role_and_glued_events(tmp_path: Path) -> None:
+    """A chat stream: a role chunk (no content), two events glued in one read, and a usage
+    chunk before [DONE]; output_tokens come from the usage chunk."""
+    doc = _genai_doc()
+    req = doc["experiments"][0]["requests"][0]
+    t = req["timestamp"]
+
+    def sse(payload: dict) -> str:
+        return "data: " + json.dumps(payload) + "\n\n"
+
+    def delta(content: dict) -> dict:
+        return {"id": "chatcmpl-x1", "model": "m", "choices": [{"index": 0, "delta": content}]}
+
+    usage = {
+        "id": "chatcmpl-x1",
+        "choices": [],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 3},
+    }
+    req["response_timestamps"] = [t + 10, t + 20, t + 30, t + 40]
+    req["response_outputs"] = [
+        {"response": sse(delta({"role": "assistant", "content": ""}))},
+        {"response": sse(delta({"content": "a"})) + sse(delta({"content": " b"}))},
+        {"response": sse(delta({"content": " c"}))},
+        {"response": sse(usage) + "data: [DONE]\n\n"},
+    ]
+    path = tmp_path / "profile_export.json"
+    path.write_text(json.dumps(doc))
+    ds = tmp_path / "t.tq"
+    [result] = ingest([path], ds)
+    assert result.quarantined == 0
+    row = table(ds, "requests").filter(pl.col("request_id") == "chatcmpl-x1").row(0, named=True)
+    assert (row["t_first_token"], row["t_last_token"]) == (t + 20, t + 30)
+    assert (row["output_tokens"], row["prompt_tokens"]) == (3, 7)
+    tokens = table(ds, "tokens").filter(pl.col("request_id") == "chatcmpl-x1").sort("idx")
+    assert tokens.select("ts", "n_tokens").rows() == [(t + 20, 2), (t + 30, 1)]
+
+
+def test_genai_perf_steady_clock_is_marked_and_anchored(tmp_path: Path) -> None:
+    doc = _genai_doc()
+    shift = 1_795_997_000_000_000_000  # make the stamps look like a steady clock (≈ 10 min)
+    for req in doc["experiments"][0]["requests"]:
+        req["timestamp"] -= shift
+        req["response_timestamps"] = [ts - shift for ts in req["response_timestamps"]]
+    path = tmp_path / "profile_export.json"
+    path.write_text(json.dumps(doc))
+    [plain] = ingest([path], tmp_path / "a.tq")
+    assert plain.quarantined == 0
+    assert Dataset(tmp_path / "a.tq").sources()[0]["clock_domain"] == "steady_clock_ns"
+    t0 = 1_800_000_000_000_000_000
+    ingest([path], tmp_path / "b.tq", options=IngestOptions(t0=t0))
+    a, b = table(tmp_path / "a.tq", "requests"), table(tmp_path / "b.tq", "requests")
+    assert b["t_arrival"].min() == t0
+    assert (b["t_first_token"] - b["t_arrival"]).to_list() == (
+        a["t_first_token"] - a["t_arrival"]
+    ).to_list()
+    tok_a, tok_b = table(tmp_path / "a.tq", "tokens"), table(tmp_path / "b.tq", "tokens")
+    assert tok_b["ts"].min() - t0 == tok_a["ts"].min() - a["t_arrival"].min()

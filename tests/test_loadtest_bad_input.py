@@ -271,3 +271,61 @@ def test_genai_perf_steady_clock_is_marked_and_anchored(tmp_path: Path) -> None:
     ).to_list()
     tok_a, tok_b = table(tmp_path / "a.tq", "tokens"), table(tmp_path / "b.tq", "tokens")
     assert tok_b["ts"].min() - t0 == tok_a["ts"].min() - a["t_arrival"].min()
+
+
+def test_inference_perf_error_record_and_nan_chunk(tmp_path: Path) -> None:
+    with gzip.open(
+        REAL / "inference_perf_generated" / "per_request_lifecycle_metrics.json.gz"
+    ) as fh:
+        records = json.load(fh)
+    records[2]["error"] = {"error_type": "ClientResponseError", "error_msg": "503 overloaded"}
+    records[5]["info"]["response_metrics"]["chunk_times"][3] = float("nan")
+    path = tmp_path / "per_request_lifecycle_metrics.json"
+    path.write_text(json.dumps(records))  # Python's json writes NaN
+    ds = tmp_path / "t.tq"
+    [result] = ingest([path], ds)
+    assert result.rows["requests"] == 53 and result.quarantined == 1
+    assert table(ds, "quarantine")["location"].to_list() == ["record 5"]
+    failed = table(ds, "requests").filter(pl.col("error").is_not_null()).row(0, named=True)
+    assert json.loads(failed["error"]) == records[2]["error"]
+    assert failed["t_first_token"] is None and failed["t_arrival"] is not None
+
+
+def test_llmperf_error_rows_keep_code_and_message(tmp_path: Path) -> None:
+    records = json.loads(LLMPERF.read_text())
+    records[7] |= {"error_code": -100, "error_msg": "Timeout", "ttft_s": 0, "GEN_TEXT": "x" * 99}
+    path = tmp_path / "e_individual_responses.json"
+    path.write_text(json.dumps(records))
+    ds = tmp_path / "t.tq"
+    [result] = ingest([path], ds)
+    assert result.rows["requests"] == 150 and result.quarantined == 0
+    errors = table(ds, "requests").filter(pl.col("error").is_not_null())
+    assert errors["error"].to_list() == ["-100 Timeout"]
+    assert errors["t_first_token"].to_list() == [None]
+
+
+def test_guidellm_sweep_runs_are_crosswalked_separately(tmp_path: Path) -> None:
+    with gzip.open(REAL / "guidellm_generated" / "benchmarks.json.gz") as fh:
+        doc = json.load(fh)
+    second = json.loads(json.dumps(doc["benchmarks"][0]))
+    for req in second["requests"]["successful"]:
+        req["response_id"] += "-b"
+        req["info"]["timings"]["first_token_iteration"] += 0.010  # 10 ms slower TTFT
+    ttft = second["metrics"]["time_to_first_token_ms"]["successful"]
+    ttft["mean"] += 10.0
+    doc["benchmarks"].append(second)
+    path = tmp_path / "benchmarks.json"
+    path.write_text(json.dumps(doc))
+    ds = tmp_path / "t.tq"
+    [result] = ingest([path], ds)
+    assert result.rows["requests"] == 100
+    con = traceq.open(ds)
+    cw = pl.from_arrow(
+        con.sql(
+            "SELECT run, native_ms, ours_ms, diff_ms FROM crosswalk "
+            "WHERE native_metric = 'time_to_first_token_ms' AND statistic = 'mean' ORDER BY run"
+        ).to_arrow_table()
+    )
+    assert cw["run"].to_list() == ["0", "1"]
+    assert cw["ours_ms"][1] - cw["ours_ms"][0] == pytest.approx(10.0, abs=1e-3)
+    assert (cw["diff_ms"].abs() < 1e-3).all()

@@ -56,6 +56,13 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("n_preemptions", I64, "count", "Times the engine preempted this request."),
         _c("streaming", BOOL, "", "True when tokens were streamed (token timings exist)."),
         _c("time_resolution_ns", I64, "ns", "Resolution of the stamps (1 for OTel, 1e9 logs)."),
+        _c(
+            "run",
+            STR,
+            "",
+            "Load-test run within a client source holding several (appended "
+            "result, benchmark or experiment index; `stage N`); null otherwise.",
+        ),
     ),
     "tokens": (
         _c("request_id", STR, "", "Request the chunk belongs to (`requests.request_id`)."),
@@ -130,6 +137,14 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("statistic", STR, "", "mean, p50, p99, …"),
         _c("value", F64, "", "Reported value."),
         _c("unit", STR, "", "Unit as reported."),
+        _c("run", STR, "", "Run the figure covers (`requests.run`); null for the whole file."),
+        _c(
+            "run_source_id",
+            STR,
+            "",
+            "source_id of the per-request file of the same run (the "
+            "row's own source, or the sibling of a summary file); the crosswalk joins on it.",
+        ),
     ),
     "quarantine": (
         _c("source_id", STR, "", "Content hash of the source file."),

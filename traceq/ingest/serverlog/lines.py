@@ -1,0 +1,225 @@
+"""Bytes → classified log records, block by block, without a Python loop over lines.
+
+Lines are cut with numpy (newline offsets) straight into an Arrow binary array, decoded by
+polars (invalid UTF-8, e.g. latin-1 bytes, is decoded with replacement characters and
+counted), cleaned (ANSI codes, CR) and classified with polars regexes. Hard-wrapped lines
+(a terminal's column limit, text reflowed by a Markdown tool) are joined back onto the
+record they continue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from traceq.ingest.serverlog import patterns as p
+
+BLOCK_BYTES = 32 << 20  # bytes read per block (bounded memory)
+MAX_LINE_CHARS = 1 << 20  # longer lines are quarantined unparsed (1 MiB)
+WRAP_MIN_COLS = 80  # lines cut by a terminal are at least this long (columns)
+WRAP_MIN_REPEATS = 3  # … and that many long lines share the width: then joined without a space
+MAX_DEFER_LINES = 10_000  # open record carried to the next block at most this many lines
+
+# Record kinds that wrapped continuation lines can belong to.
+_JOINABLE = ("vllm", "sglang")
+
+
+@dataclass
+class LineStats:
+    """Counts kept across blocks for the manifest."""
+
+    lines: int = 0
+    invalid_utf8: int = 0
+    continuation: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+
+
+def iter_blocks(
+    stream: BinaryIO, progress: Callable[[int], None], block_bytes: int = BLOCK_BYTES
+) -> Iterator[pl.DataFrame]:
+    """Frames of (`line_no` 1-based, `text`, `bad_utf8`) lines, a block at a time."""
+    carry = b""
+    line_no = 1
+    while True:
+        chunk = stream.read(block_bytes)
+        if not chunk:
+            break
+        progress(len(chunk))
+        data = carry + chunk if carry else chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            carry = data
+            continue
+        carry = data[cut + 1 :]
+        frame = split_lines(data[: cut + 1], line_no)
+        line_no += frame.height
+        yield frame
+    if carry:
+        yield split_lines(carry, line_no)
+
+
+def split_lines(buf: bytes, first_line_no: int) -> pl.DataFrame:
+    """Cut `buf` at newlines (zero-copy Arrow offsets) and decode each line."""
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    ends = np.flatnonzero(arr == 10) + 1
+    if not buf.endswith(b"\n"):
+        ends = np.append(ends, len(buf))
+    offsets = np.concatenate(([0], ends)).astype(np.int64)
+    binary = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(buf)]
+    )
+    raw = pl.Series("raw", binary)
+    text = raw.cast(pl.String, strict=False)
+    bad = text.is_null()
+    if bad.any():
+        # Rare: decode just those lines in Python, with replacement characters.
+        fixed = [b.decode("utf-8", "replace") for b in raw.filter(bad).to_list()]
+        text = text.scatter(bad.arg_true(), fixed)
+    return pl.DataFrame(
+        {
+            "line_no": pl.int_range(first_line_no, first_line_no + len(ends), eager=True),
+            "text": text.str.strip_suffix("\n").str.strip_suffix("\r"),
+            "bad_utf8": bad,
+        }
+    )
+
+
+# Cheap test (no captures) before the costly search for a record glued after other output.
+_GLUED_HINT = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:"
+
+
+def classify(lines: pl.DataFrame) -> pl.DataFrame:
+    """Add `kind`, the prefix fields and `msg` to each line; glued records are cut out."""
+    clean = (
+        pl.col("text")
+        .str.replace_all(p.ANSI, "")
+        .str.strip_chars_start("\r")
+        .str.replace(p.RAY_REPEATED, "")
+    )
+    df = lines.with_columns(clean=clean)
+    df = df.with_columns(long=pl.col("clean").str.len_bytes() > MAX_LINE_CHARS)
+    df = _extract(df, p.VLLM_LINE)
+    # A record glued after a tqdm bar or a VLLM_LOGGING_PREFIX: keep the part from its prefix.
+    glued = df.filter(
+        pl.col("level").is_null() & ~pl.col("long") & pl.col("clean").str.contains(_GLUED_HINT)
+    )
+    if glued.height:
+        glued = glued.select("line_no", clean=pl.col("clean").str.extract(p.VLLM_GLUED, 2))
+        df = df.update(_extract(glued, p.VLLM_LINE), on="line_no")
+    df = df.with_columns(date=pl.lit(None, pl.String), ranks=pl.lit(None, pl.String))
+    sg = df.filter(pl.col("level").is_null() & pl.col("clean").str.starts_with("["))
+    if sg.height:
+        sg = _extract(sg.select("line_no", "clean"), p.SGLANG_LINE)
+        df = df.update(sg.drop("clean").filter(pl.col("date").is_not_null()), on="line_no")
+    c = pl.col("clean")
+    kind = (
+        pl.when(pl.col("long"))
+        .then(pl.lit("long"))
+        .when(pl.col("level").is_not_null())
+        .then(pl.lit("vllm"))
+        .when(pl.col("date").is_not_null())
+        .then(pl.lit("sglang"))
+        .when(c.str.strip_chars() == "")
+        .then(pl.lit("blank"))
+        .when(c.str.contains(p.UVICORN_ACCESS))
+        .then(pl.lit("http"))
+        .when(c.str.contains(p.UVICORN_OTHER))
+        .then(pl.lit("uvicorn"))
+        .when(c.str.contains(p.BINARY))
+        .then(pl.lit("binary"))
+        .when(c.str.contains(p.PROCESS_OUTPUT))
+        .then(pl.lit("process_output"))
+        .when(c.str.contains(p.THIRD_PARTY))
+        .then(pl.lit("third_party"))
+        .otherwise(pl.lit("other"))
+    )
+    return df.with_columns(kind=kind).drop("long")
+
+
+def _extract(df: pl.DataFrame, pattern: str, column: str = "clean") -> pl.DataFrame:
+    """`df` with one column per named group of `pattern` (null where it does not match)."""
+    return df.with_columns(pl.col(column).str.extract_groups(pattern).alias("_g")).unnest("_g")
+
+
+def join_wrapped(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Join continuation lines onto their record: (records, blank lines).
+
+    An `other` line continues the record before it when that record is a vLLM / SGLang line
+    (blank lines in between are skipped: Markdown reflow). A record whose previous physical
+    line was at least `WRAP_MIN_COLS` long was cut by a terminal, mid-word: join without a
+    space; shorter lines were reflowed at word boundaries: join with one.
+    """
+    blank = df.filter(pl.col("kind") == "blank")
+    df = df.filter(pl.col("kind") != "blank")
+    head = pl.when(pl.col("kind") != "other").then(pl.col("kind")).forward_fill().shift(1)
+    df = df.with_columns(cont=(pl.col("kind") == "other") & head.is_in(_JOINABLE).fill_null(False))
+    if not df["cont"].any():
+        return df.with_columns(n_lines=pl.lit(1, pl.Int64)).drop("cont"), blank
+    wrapped = pl.col("clean").str.len_chars().shift(1).is_in(wrap_widths(df["clean"]))
+    sep = pl.when(wrapped).then(pl.lit("")).otherwise(pl.lit(" "))
+    df = df.with_columns(
+        rec=(~pl.col("cont")).cum_sum(),
+        piece=pl.when("cont").then(pl.concat_str(sep, "clean")),
+        msg=pl.when("cont").then(None).otherwise("msg"),
+    )
+    multi = pl.col("cont").any().over("rec")
+    single = df.filter(~multi)
+    joined = (
+        df.filter(multi)
+        .with_columns(piece=pl.coalesce("piece", "msg"))
+        .group_by("rec", maintain_order=True)
+        .agg(
+            pl.exclude("piece", "msg", "cont").first(),
+            msg_head=pl.col("msg").first(),
+            msg=pl.col("piece").str.join(""),
+            n_lines=pl.len().cast(pl.Int64),
+        )
+    )
+    records = pl.concat(
+        [single.with_columns(n_lines=pl.lit(1, pl.Int64)), joined], how="diagonal_relaxed"
+    )
+    return records.sort("line_no").drop("rec", "piece", "cont"), blank
+
+
+def wrap_widths(text: pl.Series) -> list[int]:
+    """Widths lines were hard-wrapped at: lengths shared by several long lines.
+
+    A terminal wraps every long line at its width; process prefixes added after the wrap give
+    one width per process, so there may be several.
+    """
+    lengths = text.str.len_chars()
+    counts = lengths.filter(lengths >= WRAP_MIN_COLS).value_counts()
+    return counts.filter(pl.col("count") >= WRAP_MIN_REPEATS)[:, 0].to_list()
+
+
+def extract_record(df: pl.DataFrame, pattern: str, required: str) -> pl.DataFrame:
+    """`df` with the named groups of `pattern` read from each record's message.
+
+    A joined record is read from its first line when that alone parses (a stray line after a
+    complete record must not spoil it), else from the joined text.
+    """
+    if "msg_head" not in df.columns:
+        return _extract(df, pattern, "msg")
+    single = _extract(df.filter(pl.col("n_lines") == 1), pattern, "msg")
+    multi = df.filter(pl.col("n_lines") > 1)
+    if multi.height == 0:
+        return single
+    head = _extract(multi, pattern, "msg_head")
+    ok = head[required].is_not_null()
+    joined = _extract(multi.filter(~ok), pattern, "msg")
+    return pl.concat([single, head.filter(ok), joined], how="diagonal_relaxed").sort("line_no")
+
+
+def split_open_tail(df: pl.DataFrame, final: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(lines to process now, lines to carry): the last joinable record may continue."""
+    if final or df.height == 0:
+        return df, df.clear()
+    starts = df.select(pl.arg_where(pl.col("kind").is_in(("other", "blank")).not_()).last()).item()
+    if starts is None or df.height - starts > MAX_DEFER_LINES:
+        return df, df.clear()
+    return df.head(starts), df.slice(starts)

@@ -8,6 +8,7 @@ rows) or quarantine rows. What remains is counted by category in the manifest.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import polars as pl
@@ -21,13 +22,13 @@ MESSAGE_LIMIT = 1000  # characters of a message kept in `events.message`
 
 @dataclass(frozen=True)
 class Milestone:
-    """A startup line: `hint` marks it, `pattern` reads it; (kind, group) per event written.
-
-    The first group is required: a line with the hint whose pattern fails is quarantined.
+    """A startup line: `start` (a regex) begins its message, `pattern` reads it; one event
+    per (kind, group). The first group is required: a line that starts like a milestone but
+    does not parse is quarantined.
     """
 
     name: str
-    hint: str
+    start: str
     pattern: str
     kinds: tuple[tuple[str, str], ...]
 
@@ -35,101 +36,105 @@ class Milestone:
 MILESTONES: tuple[Milestone, ...] = (
     Milestone(
         "weights_load",
-        "Loading weights took",
+        r"Loading weights took",
         r"Loading weights took (?P<s>[\d.]+) seconds",
         (("startup_weights_load_s", "s"),),
     ),
     Milestone(
         "model_load",
-        "Model loading took",
+        r"Model loading took",
         r"Model loading took (?P<gib>-?[\d.]+) (?:GiB|GB)(?: memory)?"
         r"(?: and (?P<s>[\d.]+) seconds)?",
         (("startup_model_load_gib", "gib"), ("startup_model_load_s", "s")),
     ),
     Milestone(
         "model_weights_v0",
-        "Loading model weights took",
+        r"Loading model weights took",
         r"Loading model weights took (?P<gib>[\d.]+) (?:GiB|GB)",
         (("startup_model_load_gib", "gib"),),
     ),
     Milestone(
         "kv_available",
-        "Available KV cache memory:",
+        r"Available KV cache memory:",
         r"Available KV cache memory: (?P<gib>-?[\d.]+) GiB",
         (("startup_kv_available_gib", "gib"),),
     ),
     Milestone(
         "kv_tokens",
-        "KV cache size:",
+        r"\w+ KV cache size:",
         r"KV cache size: (?P<tok>[\d,]+) tokens",
         (("startup_kv_tokens", "tok"),),
     ),
     Milestone(
         "blocks_v0",
-        "# CPU blocks:",
+        r"# \w+ blocks:",
         r"# \w+ blocks: (?P<gpu>\d+), # CPU blocks: (?P<cpu>\d+)",
         (("startup_gpu_blocks", "gpu"), ("startup_cpu_blocks", "cpu")),
     ),
     Milestone(
         "blocks_v1",
-        "num_gpu_blocks is:",
+        r"vllm cache_config_info",
         r"num_gpu_blocks is: (?P<n>\d+)",
         (("startup_gpu_blocks", "n"),),
     ),
     Milestone(
         "max_concurrency",
-        "Maximum concurrency for",
+        r"Maximum concurrency for",
         r"Maximum concurrency for [\d,]+ tokens per request: (?P<x>[\d.]+)x",
         (("startup_max_concurrency", "x"),),
     ),
     Milestone(
         "torch_compile",
-        "torch.compile takes",
+        r"torch\.compile takes",
         r"torch\.compile takes (?P<s>[\d.]+) s in total",
         (("startup_torch_compile_s", "s"),),
     ),
     Milestone(
         "cuda_graph_capture",
-        "Graph capturing finished in",
+        r"Graph capturing finished in",
         r"Graph capturing finished in (?P<s>\d+(?:\.\d+)?) secs?(?:, took (?P<gib>-?[\d.]+) GiB)?",
         (("cuda_graph", "s"), ("cuda_graph_gib", "gib")),
     ),
     Milestone(
         "engine_init",
-        "init engine (profile, create kv cache, warmup model) took",
+        r"init engine \(profile, create kv cache, warmup model\) took",
         r"took (?P<s>[\d.]+) (?:seconds|s)\b(?: \(compilation: (?P<c>[\d.]+) s\))?",
         (("startup_engine_init_s", "s"), ("startup_compilation_s", "c")),
     ),
     Milestone(
         "version",
-        "vLLM API server version",
+        r"vLLM API server version",
         r"vLLM API server version (?P<ver>\S+)",
         (("startup_version", "ver"),),
     ),
     Milestone(
         "engine_config",
-        "LLM engine (v",
+        r"Initializing an? (?:V\d )?LLM engine \(v",
         r"LLM engine \((?P<ver>v[^)\s]+)\)",
         (("startup_engine_config", "ver"),),
     ),
     Milestone(
         "server_start",
-        "Starting vLLM ",
+        r"Starting vLLM ",
         r"Starting vLLM (?:API )?server(?P<n> \d+)? on (?P<url>\S+)",
         (("startup_server_start", "url"),),
     ),
     Milestone(
         "spec_decode_v1",
-        "SpecDecoding metrics:",
+        r"SpecDecoding metrics:",
         r"Mean acceptance length: (?P<x>[\d.]+)",
         (("spec_decode_acceptance_length", "x"),),
     ),
     Milestone(
         "spec_decode_v0",
-        "Speculative metrics:",
+        r"Speculative metrics:",
         r"Draft acceptance rate: (?P<x>[\d.]+)",
         (("spec_decode_acceptance_rate", "x"),),
     ),
+)
+MILESTONES = tuple(
+    Milestone(m.name, p.ascii_classes(m.start), p.ascii_classes(m.pattern), m.kinds)
+    for m in MILESTONES
 )
 # Text kinds of failures and shutdown, wherever they appear (prefixed or raw process output).
 FAILURES: tuple[tuple[str, str], ...] = (
@@ -147,45 +152,80 @@ FAILURES: tuple[tuple[str, str], ...] = (
 _RAW_TEXT = pl.col("clean").str.replace(r"^(?:\([^()]*\) )+", "")
 
 
+# What a vLLM message starts with decides its category (one anchored pass over all records).
+_STARTS: tuple[tuple[str, str], ...] = (
+    ("stats", r"Avg prompt throughput:|Throughput: [\d.]+ tokens/s"),
+    ("received", r"Received request "),
+    ("lifecycle", r"(?:Added|Finished|Aborted) request "),
+    ("preemption", r"Sequence group \S+ is preempted by"),
+    *((m.name, m.start) for m in MILESTONES),
+)
+# One anchored pass finds which start a message has (group 1: the start's own text).
+_START = "^(?:Engine \\d+: )?(" + "|".join(f"(?:{frag})" for _, frag in _STARTS) + ")"
+_START_RE = tuple((name, re.compile(frag)) for name, frag in _STARTS)
+# Rarer text found anywhere in a message: failures and shutdown (one pass, few matches).
+_ANYWHERE = "|".join(pattern for _, pattern in FAILURES)
+
+
 def categorise(records: pl.DataFrame) -> pl.DataFrame:
-    """Add `cat`: the one thing each record is, by cheap tests in priority order."""
-    msg = pl.col("msg")
-    kind = pl.col("kind")
+    """Add `cat`: the one thing each record is. The bulk (vLLM lines) is decided by how the
+    message starts; only what remains goes through the slower tests."""
+    records = records.with_columns(text_=pl.col("msg"), cat=pl.lit(None, pl.String))
+    vllm = records["kind"] == "vllm"
+    if vllm.any():
+        hits = records.filter(vllm)["msg"].str.extract(_START, 1)
+        # Few distinct starts: name each once in Python, then map them all at once.
+        names = {hit: _start_name(hit) for hit in hits.drop_nulls().unique().to_list()}
+        cats = hits.replace_strict(names, default=None, return_dtype=pl.String)
+        records = records.with_columns(records["cat"].scatter(vllm.arg_true(), cats))
+    rest = records["cat"].is_null()
+    if rest.any():
+        sub = records.filter(rest)
+        sub = sub.with_columns(
+            text_=pl.when(pl.col("kind").is_in(("vllm", "sglang")))
+            .then(pl.col("msg"))
+            .otherwise(_RAW_TEXT)
+        )
+        sub = sub.with_columns(_residual_cat())
+        records = records.with_columns(
+            records["cat"].scatter(rest.arg_true(), sub["cat"]),
+            records["text_"].scatter(rest.arg_true(), sub["text_"]),
+        )
+    return records
+
+
+def _start_name(hit: str) -> str | None:
+    return next((name for name, rx in _START_RE if rx.match(hit)), None)
+
+
+def _residual_cat() -> pl.Expr:
+    """Category of records no message start decided (errors, warnings, other output)."""
+    kind, msg, text = pl.col("kind"), pl.col("msg"), pl.col("text_")
     vllm = kind == "vllm"
-    text = pl.when(vllm | (kind == "sglang")).then(msg).otherwise(_RAW_TEXT)
+    level = pl.col("level")
     cat = pl.when(kind.is_in(("http", "long", "binary"))).then(kind)
-    cat = cat.when(vllm & msg.str.contains(p.STATS_HINT)).then(pl.lit("stats"))
     cat = cat.when((kind == "sglang") & msg.str.contains(r"^(?:Prefill|Decode) batch")).then(
         pl.lit("stats")
     )
-    cat = cat.when(vllm & msg.str.contains(p.PREEMPT_HINT, literal=True)).then(pl.lit("preemption"))
-    cat = cat.when(vllm & msg.str.starts_with("Received request ")).then(pl.lit("received"))
-    cat = cat.when(vllm & msg.str.contains(r"^(?:Added|Finished|Aborted) request")).then(
-        pl.lit("lifecycle")
-    )
-    skip_body = vllm & msg.str.contains(p.TRACEBACK_BODY)
-    cat = cat.when(skip_body & pl.col("level").is_in(("ERROR", "CRITICAL"))).then(
-        pl.lit("traceback")
-    )
-    for m in MILESTONES:
-        cat = cat.when(vllm & msg.str.contains(m.hint, literal=True)).then(pl.lit(m.name))
+    cat = cat.when(vllm & level.is_in(("ERROR", "CRITICAL")) & msg.str.contains(p.TRACEBACK_BODY))
+    cat = cat.then(pl.lit("traceback"))
+    might_fail = kind.is_in(("vllm", "process_output", "other")) & text.str.contains(_ANYWHERE)
     for name, pattern in FAILURES:
-        cat = cat.when(kind.is_in(("vllm", "process_output", "other")) & text.str.contains(pattern))
-        cat = cat.then(pl.lit(name))
+        cat = cat.when(might_fail & text.str.contains(pattern)).then(pl.lit(name))
     cat = cat.when(kind == "uvicorn").then(
-        pl.when(_RAW_TEXT.str.contains("Application startup complete", literal=True))
+        pl.when(text.str.contains("Application startup complete", literal=True))
         .then(pl.lit("startup_ready"))
         .otherwise(pl.lit("uvicorn"))
     )
-    cat = cat.when(vllm & pl.col("level").is_in(("ERROR", "CRITICAL"))).then(pl.lit("error"))
-    cat = cat.when(vllm & (pl.col("level") == "WARNING")).then(pl.lit("warning"))
+    cat = cat.when(vllm & level.is_in(("ERROR", "CRITICAL"))).then(pl.lit("error"))
+    cat = cat.when(vllm & (level == "WARNING")).then(pl.lit("warning"))
     cat = cat.when(kind.is_in(("process_output", "other")) & text.str.contains(p.EXCEPTION_LINE))
     cat = cat.then(pl.lit("exception"))
     cat = cat.when((kind == "other") & text.str.contains(p.STATS_FRAGMENT)).then(
         pl.lit("stats_fragment")
     )
-    cat = cat.when(vllm).then(pl.concat_str(pl.lit("vllm_"), pl.col("level").str.to_lowercase()))
-    return records.with_columns(cat=cat.otherwise(kind), text_=text)
+    cat = cat.when(vllm).then(pl.concat_str(pl.lit("vllm_"), level.str.to_lowercase()))
+    return cat.otherwise(kind).alias("cat")
 
 
 def _event(
@@ -218,7 +258,7 @@ def extract(records: pl.DataFrame) -> dict[str, pl.DataFrame]:
         df = extract_record(df, m.pattern, first)
         out["quarantine"].append(
             quarantine_rows(
-                df.filter(pl.col(first).is_null()), f"unreadable startup line ({m.hint})"
+                df.filter(pl.col(first).is_null()), f"unreadable startup line ({m.name})"
             )
         )
         df = df.filter(pl.col(first).is_not_null())

@@ -95,28 +95,29 @@ _GLUED_HINT = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:"
 
 def classify(lines: pl.DataFrame) -> pl.DataFrame:
     """Add `kind`, the prefix fields and `msg` to each line; glued records are cut out."""
-    clean = (
-        pl.col("text")
-        .str.replace_all(p.ANSI, "")
-        .str.strip_chars_start("\r")
-        .str.replace(p.RAY_REPEATED, "")
-    )
+    clean = pl.col("text")
+    # Each clean-up only when the block needs it (most logs have no ANSI, CR or Ray lines).
+    if lines["text"].str.contains("\x1b", literal=True).any():
+        clean = clean.str.replace_all(p.ANSI, "")
+    if lines["text"].str.contains("\r", literal=True).any():
+        clean = clean.str.strip_chars_start("\r")
+    if lines["text"].str.contains("[repeated ", literal=True).any():
+        clean = clean.str.replace(p.RAY_REPEATED, "")
     df = lines.with_columns(clean=clean)
     df = df.with_columns(long=pl.col("clean").str.len_bytes() > MAX_LINE_CHARS)
-    df = _extract(df, p.VLLM_LINE)
+    df = _prefix(df)
     # A record glued after a tqdm bar or a VLLM_LOGGING_PREFIX: keep the part from its prefix.
     glued = df.filter(
         pl.col("level").is_null() & ~pl.col("long") & pl.col("clean").str.contains(_GLUED_HINT)
     )
     if glued.height:
         glued = glued.select("line_no", clean=pl.col("clean").str.extract(p.VLLM_GLUED, 2))
-        df = df.update(_extract(glued, p.VLLM_LINE), on="line_no")
-    df = df.with_columns(date=pl.lit(None, pl.String), ranks=pl.lit(None, pl.String))
+        df = df.update(_prefix(glued).drop("pre"), on="line_no")
+    df = df.drop("pre").with_columns(date=pl.lit(None, pl.String), ranks=pl.lit(None, pl.String))
     sg = df.filter(pl.col("level").is_null() & pl.col("clean").str.starts_with("["))
     if sg.height:
         sg = _extract(sg.select("line_no", "clean"), p.SGLANG_LINE)
         df = df.update(sg.drop("clean").filter(pl.col("date").is_not_null()), on="line_no")
-    c = pl.col("clean")
     kind = (
         pl.when(pl.col("long"))
         .then(pl.lit("long"))
@@ -124,7 +125,25 @@ def classify(lines: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit("vllm"))
         .when(pl.col("date").is_not_null())
         .then(pl.lit("sglang"))
-        .when(c.str.strip_chars() == "")
+    )
+    df = df.with_columns(kind=kind).drop("long")
+    rest = df["kind"].is_null()
+    if rest.any():
+        # Only lines that are no server record go through the slower tests.
+        kinds = df.filter(rest).select(_other_kind(pl.col("clean"))).to_series()
+        df = df.with_columns(df["kind"].scatter(rest.arg_true(), kinds))
+    return df
+
+
+def _prefix(df: pl.DataFrame) -> pl.DataFrame:
+    """vLLM prefix fields of `clean`, and `msg`: the rest of the line after the prefix."""
+    df = _extract(df, p.VLLM_PREFIX)
+    return df.with_columns(msg=pl.col("clean").str.slice(pl.col("pre").str.len_chars()))
+
+
+def _other_kind(c: pl.Expr) -> pl.Expr:
+    return (
+        pl.when(c.str.strip_chars() == "")
         .then(pl.lit("blank"))
         .when(c.str.contains(p.UVICORN_ACCESS))
         .then(pl.lit("http"))
@@ -137,8 +156,8 @@ def classify(lines: pl.DataFrame) -> pl.DataFrame:
         .when(c.str.contains(p.THIRD_PARTY))
         .then(pl.lit("third_party"))
         .otherwise(pl.lit("other"))
+        .alias("kind")
     )
-    return df.with_columns(kind=kind).drop("long")
 
 
 def _extract(df: pl.DataFrame, pattern: str, column: str = "clean") -> pl.DataFrame:

@@ -23,8 +23,8 @@ def _i(name: str) -> pl.Expr:
 
 
 def vllm_stats(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """vLLM stats lines among `records` (kind `vllm`) → engine_stats rows, quarantine rows."""
-    cand = records.filter(pl.col("msg").str.contains(p.STATS_HINT))
+    """vLLM stats records (category `stats`) → engine_stats rows, quarantine rows."""
+    cand = records
     if cand.height == 0:
         return pl.DataFrame(), pl.DataFrame()
     cand = extract_record(cand, p.STATS, "running")
@@ -39,7 +39,7 @@ def vllm_stats(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         gen_tps=_f("gen_tps"),
         throughput_tps=_f("throughput_tps"),
         running=_i("running"),
-        waiting=_i("waiting"),
+        waiting=pl.coalesce(_i("waiting"), _i("pending")),
         swapped=_i("swapped"),
         kv_usage=_f("kv") / PCT,
         cpu_kv_usage=_f("cpu_kv") / PCT,
@@ -76,7 +76,7 @@ def sglang_stats(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         "ts",
         "instance",
         line="line_no",
-        engine=ranks.str.extract(r"DP(\d+)", 1).cast(pl.Int64).fill_null(0),
+        engine=ranks.str.extract(r"DP([0-9]+)", 1).cast(pl.Int64).fill_null(0),
         gen_tps=_f("gen_tps") if "gen_tps" in ok.columns else pl.lit(None, pl.Float64),
         running=_i("running") if "running" in ok.columns else pl.lit(None, pl.Int64),
         waiting=_i("queue"),

@@ -115,6 +115,7 @@ class _State:
         self.last_ts: int | None = None
         self.lines = self.blank = self.continuation = self.invalid_utf8 = 0
         self.cats: dict[str, int] = {}
+        self.widths: set[int] = set()  # terminal wrap widths seen so far
 
 
 def _instance(source: Source) -> str:
@@ -134,7 +135,7 @@ def _process(
     if state.carry.height:
         lines = pl.concat([state.carry, lines], how="vertical_relaxed")
     lines, state.carry = ln.split_open_tail(lines, final)
-    records, blank = ln.join_wrapped(lines)
+    records, blank = ln.join_wrapped(lines, state.widths)
     state.blank += blank.height
     state.continuation += int((records["n_lines"] - 1).sum())
     records = _stamp(records, clock, state)

@@ -165,13 +165,15 @@ def _extract(df: pl.DataFrame, pattern: str, column: str = "clean") -> pl.DataFr
     return df.with_columns(pl.col(column).str.extract_groups(pattern).alias("_g")).unnest("_g")
 
 
-def join_wrapped(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def join_wrapped(
+    df: pl.DataFrame, widths: set[int] | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Join continuation lines onto their record: (records, blank lines).
 
     An `other` line continues the record before it when that record is a vLLM / SGLang line
-    (blank lines in between are skipped: Markdown reflow). A record whose previous physical
-    line was at least `WRAP_MIN_COLS` long was cut by a terminal, mid-word: join without a
-    space; shorter lines were reflowed at word boundaries: join with one.
+    (blank lines in between are skipped: Markdown reflow). A line whose length is a terminal
+    width (`wrap_widths`, collected in `widths` across blocks) was cut mid-word: join without
+    a space; other lines were reflowed at word boundaries: join with one.
     """
     blank = df.filter(pl.col("kind") == "blank")
     df = df.filter(pl.col("kind") != "blank")
@@ -179,7 +181,10 @@ def join_wrapped(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     df = df.with_columns(cont=(pl.col("kind") == "other") & head.is_in(_JOINABLE).fill_null(False))
     if not df["cont"].any():
         return df.with_columns(n_lines=pl.lit(1, pl.Int64)).drop("cont"), blank
-    wrapped = pl.col("clean").str.len_chars().shift(1).is_in(wrap_widths(df["clean"]))
+    if widths is None:
+        widths = set()
+    widths.update(wrap_widths(df["clean"]))  # learnt across blocks: the caller keeps the set
+    wrapped = pl.col("clean").str.len_chars().shift(1).is_in(sorted(widths))
     sep = pl.when(wrapped).then(pl.lit("")).otherwise(pl.lit(" "))
     df = df.with_columns(
         rec=(~pl.col("cont")).cum_sum(),
@@ -219,19 +224,17 @@ def wrap_widths(text: pl.Series) -> list[int]:
 def extract_record(df: pl.DataFrame, pattern: str, required: str) -> pl.DataFrame:
     """`df` with the named groups of `pattern` read from each record's message.
 
-    A joined record is read from its first line when that alone parses (a stray line after a
-    complete record must not spoil it), else from the joined text.
+    A joined record that does not parse is read from its first line alone: a stray line
+    joined after a complete record must not spoil it.
     """
     if "msg_head" not in df.columns:
         return _extract(df, pattern, "msg")
-    single = _extract(df.filter(pl.col("n_lines") == 1), pattern, "msg")
-    multi = df.filter(pl.col("n_lines") > 1)
-    if multi.height == 0:
-        return single
-    head = _extract(multi, pattern, "msg_head")
-    ok = head[required].is_not_null()
-    joined = _extract(multi.filter(~ok), pattern, "msg")
-    return pl.concat([single, head.filter(ok), joined], how="diagonal_relaxed").sort("line_no")
+    whole = _extract(df, pattern, "msg")
+    ok = whole[required].is_not_null() | (whole["n_lines"] == 1)
+    if ok.all():
+        return whole
+    head = _extract(df.filter(~ok), pattern, "msg_head")
+    return pl.concat([whole.filter(ok), head], how="diagonal_relaxed").sort("line_no")
 
 
 def split_open_tail(df: pl.DataFrame, final: bool) -> tuple[pl.DataFrame, pl.DataFrame]:

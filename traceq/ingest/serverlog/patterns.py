@@ -63,6 +63,8 @@ PROCESS_OUTPUT = r"^\([^()]*\) "
 # NUL and other C0 controls (not tab / CR / ESC): a binary line.
 BINARY = r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f]"
 
+# A percentage as vLLM prints it (`%.1f%%`, `%.2f%%`).
+PCT = r"\d+(?:\.\d{1,4})?"
 # vLLM periodic stats: one tolerant pattern for V0 (2023 `Throughput:`, 2024 `Pending`), early
 # V1 (no engine index) and V1 ≥ 0.8 (`Engine 000:`, external / MM hit rates).
 STATS = (
@@ -72,10 +74,10 @@ STATS = (
     # The optional fields as one loop whose branches differ in their first letter after ", "
     # (Pending / Prefix share the P): the regex crate's fast one-pass engine then applies.
     r"(?:, (?:Swapped: (?P<swapped>\d+) reqs|Waiting: (?P<waiting>\d+) reqs"
-    r"|P(?:ending: (?P<pending>\d+) reqs|refix cache hit rate: (?P<prefix>[\d.]+)%)"
-    r"|GPU KV cache usage: (?P<kv>[\d.]+)%|CPU KV cache usage: (?P<cpu_kv>[\d.]+)%"
-    r"|External prefix cache hit rate: (?P<ext_prefix>[\d.]+)%"
-    r"|MM cache hit rate: (?P<mm_hit>[\d.]+)%))*\.? *$"
+    r"|P(?:ending: (?P<pending>\d+) reqs|refix cache hit rate: (?P<prefix>" + PCT + r")%)"
+    r"|GPU KV cache usage: (?P<kv>" + PCT + r")%|CPU KV cache usage: (?P<cpu_kv>" + PCT + r")%"
+    r"|External prefix cache hit rate: (?P<ext_prefix>" + PCT + r")%"
+    r"|MM cache hit rate: (?P<mm_hit>" + PCT + r")%))*\.? *$"
 )
 # A message that claims to be a stats line (parsed or quarantined, never dropped silently).
 STATS_HINT = (

@@ -11,11 +11,18 @@ import polars as pl
 from traceq.ingest.serverlog import patterns as p
 from traceq.ingest.serverlog.lines import extract_record
 
-PCT = 100.0  # log percentages → ratios 0–1
+PCT_DECIMALS = 4  # percentages are printed with at most this many decimals (patterns.PCT)
 
 
 def _f(name: str) -> pl.Expr:
     return pl.col(name).cast(pl.Float64, strict=False)
+
+
+def _ratio(name: str) -> pl.Expr:
+    """A printed percentage as a ratio 0–1: the double nearest to the decimal value / 100
+    (decimal arithmetic: float `/ 100` would print 99.4 % as 0.9940000000000001)."""
+    exact = pl.col(name).str.to_decimal(scale=PCT_DECIMALS).cast(pl.Decimal(24, PCT_DECIMALS + 2))
+    return (exact / 100).cast(pl.Float64)
 
 
 def _i(name: str) -> pl.Expr:
@@ -41,11 +48,11 @@ def vllm_stats(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         running=_i("running"),
         waiting=pl.coalesce(_i("waiting"), _i("pending")),
         swapped=_i("swapped"),
-        kv_usage=_f("kv") / PCT,
-        cpu_kv_usage=_f("cpu_kv") / PCT,
-        prefix_hit_rate=_f("prefix") / PCT,
-        ext_prefix_hit_rate=_f("ext_prefix") / PCT,
-        mm_hit_rate=_f("mm_hit") / PCT,
+        kv_usage=_ratio("kv"),
+        cpu_kv_usage=_ratio("cpu_kv"),
+        prefix_hit_rate=_ratio("prefix"),
+        ext_prefix_hit_rate=_ratio("ext_prefix"),
+        mm_hit_rate=_ratio("mm_hit"),
         process=_process(),
     )
     reason = (

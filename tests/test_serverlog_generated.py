@@ -83,8 +83,18 @@ def test_round_trip(tmp_path: Path) -> None:
                     "ORDER BY t_arrival")  # fmt: skip
     assert len(req) == 10
     first = T0 + dt.timedelta(minutes=10)
-    assert req[0] == (f"cmpl-{0:032x}-0", ns_of(first), ns_of(first),
-                      ns_of(first + dt.timedelta(seconds=7)), 1, 100, None, None, 1_000_000_000)  # fmt: skip
+    end = ns_of(first + dt.timedelta(seconds=7))
+    assert req[0] == (
+        f"cmpl-{0:032x}-0",
+        ns_of(first),
+        ns_of(first),
+        end,
+        1,
+        100,
+        None,
+        None,
+        1_000_000_000,
+    )
     assert req[3][0] == f"cmpl-{9:032x}-0" and req[3][6:8] == ("abort", "aborted")
     assert rows(con, "SELECT count(*) FROM events WHERE kind = 'http' AND value = 200") == [(10,)]
     assert rows(con, "SELECT count(*) FROM events WHERE message LIKE '%SECRET PROMPT%'") == [(0,)]
@@ -145,14 +155,14 @@ def test_default_year_from_mtime_and_time_zone(tmp_path: Path) -> None:
     os.utime(path, (mtime, mtime))
     berlin = dt.timezone(dt.timedelta(hours=1))  # CET, no DST in winter
     con, entry = ingest_log(path, tmp_path, tz="Europe/Berlin")
-    assert [r[0] for r in stats(con)][0] == ns("2024-12-31 23:59:55", berlin)
+    assert stats(con)[0][0] == ns("2024-12-31 23:59:55", berlin)
     assert entry["assumptions"]["year"] == 2024
     assert entry["assumptions"]["year_from"] == "file mtime"
     assert entry["assumptions"]["tz"] == "Europe/Berlin"
 
 
 def test_cli_format_option_for_a_pasted_log(tmp_path: Path) -> None:
-    lines, expect = scenario()
+    lines, _ = scenario()
     prose = "Notes on the run.\n" * 5000  # > 64 KiB before the log: nothing to sniff
     path = tmp_path / "notes.md"
     path.write_text(prose + "```\n" + "\n".join(lines) + "\n```\n")

@@ -23,6 +23,7 @@ BLOCK_BYTES = 32 << 20  # bytes read per block (bounded memory)
 MAX_LINE_CHARS = 1 << 20  # longer lines are quarantined unparsed (1 MiB)
 WRAP_MIN_COLS = 80  # lines cut by a terminal are at least this long (columns)
 WRAP_MIN_REPEATS = 3  # … and that many long lines share the width: then joined without a space
+NEWLINE = 10
 MAX_DEFER_LINES = 10_000  # open record carried to the next block at most this many lines
 
 # Record kinds that wrapped continuation lines can belong to.
@@ -64,26 +65,31 @@ def iter_blocks(
 
 
 def split_lines(buf: bytes, first_line_no: int) -> pl.DataFrame:
-    """Cut `buf` at newlines (zero-copy Arrow offsets) and decode each line."""
+    """Cut `buf` at newlines (zero-copy Arrow offsets) into decoded lines."""
+    try:
+        buf.decode("utf-8")  # validation only, at C speed
+        invalid = False
+    except UnicodeDecodeError:
+        # Rare: decode with replacement characters (latin-1 bytes, binary garbage). A newline
+        # byte is never part of a multi-byte sequence, so the lines stay the same lines.
+        buf = buf.decode("utf-8", "replace").encode("utf-8")
+        invalid = True
     arr = np.frombuffer(buf, dtype=np.uint8)
-    ends = np.flatnonzero(arr == 10) + 1
+    ends = np.flatnonzero(arr == NEWLINE) + 1
     if not buf.endswith(b"\n"):
         ends = np.append(ends, len(buf))
     offsets = np.concatenate(([0], ends)).astype(np.int64)
-    binary = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(buf)]
+    strings = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(buf))
+    text = pl.Series("text", strings).str.strip_suffix("\n").str.strip_suffix("\r")
+    bad = (
+        text.str.contains("\ufffd", literal=True)
+        if invalid
+        else pl.repeat(False, len(text), eager=True)
     )
-    raw = pl.Series("raw", binary)
-    text = raw.cast(pl.String, strict=False)
-    bad = text.is_null()
-    if bad.any():
-        # Rare: decode just those lines in Python, with replacement characters.
-        fixed = [b.decode("utf-8", "replace") for b in raw.filter(bad).to_list()]
-        text = text.scatter(bad.arg_true(), fixed)
     return pl.DataFrame(
         {
             "line_no": pl.int_range(first_line_no, first_line_no + len(ends), eager=True),
-            "text": text.str.strip_suffix("\n").str.strip_suffix("\r"),
+            "text": text,
             "bad_utf8": bad,
         }
     )

@@ -167,10 +167,14 @@ _START_RE = tuple((name, re.compile(frag)) for name, frag in _STARTS)
 _ANYWHERE = "|".join(pattern for _, pattern in FAILURES)
 
 
+_OWN_CATEGORY = ("http", "long", "binary", "third_party")
+
+
 def categorise(records: pl.DataFrame) -> pl.DataFrame:
     """Add `cat`: the one thing each record is. The bulk (vLLM lines) is decided by how the
     message starts; only what remains goes through the slower tests."""
-    records = records.with_columns(text_=pl.col("msg"), cat=pl.lit(None, pl.String))
+    # `text_`: the message of an event when it is not `msg` (set for the residual records).
+    records = records.with_columns(text_=pl.lit(None, pl.String), cat=pl.lit(None, pl.String))
     vllm = records["kind"] == "vllm"
     if vllm.any():
         hits = records.filter(vllm)["msg"].str.extract(_START, 1)
@@ -178,6 +182,9 @@ def categorise(records: pl.DataFrame) -> pl.DataFrame:
         names = {hit: _start_name(hit) for hit in hits.drop_nulls().unique().to_list()}
         cats = hits.replace_strict(names, default=None, return_dtype=pl.String)
         records = records.with_columns(records["cat"].scatter(vllm.arg_true(), cats))
+    # Kinds that are their own category skip the residual tests.
+    own = pl.col("kind").is_in(_OWN_CATEGORY)
+    records = records.with_columns(cat=pl.when(own).then("kind").otherwise("cat"))
     rest = records["cat"].is_null()
     if rest.any():
         sub = records.filter(rest)
@@ -238,7 +245,7 @@ def _event(
         kind=kind if isinstance(kind, pl.Expr) else pl.lit(kind),
         severity=severity,
         value=value if value is not None else pl.lit(None, pl.Float64),
-        message=pl.col("text_").str.slice(0, MESSAGE_LIMIT),
+        message=pl.coalesce("text_", "msg").str.slice(0, MESSAGE_LIMIT),
         line="line_no",
         process=pl.col("proc").str.extract(r"\(([^()]*)\) $", 1),
         **extra,
@@ -329,6 +336,7 @@ def _requests(
         )
     )
     lc = extract_record(lifecycle, p.LIFECYCLE, "req").with_columns(
+        req=pl.col("req").str.strip_suffix("."),
         what=pl.col("what").str.to_lowercase(),
         prompt_tokens=pl.lit(None, pl.Int64),
         max_tokens=pl.lit(None, pl.Int64),
@@ -339,7 +347,10 @@ def _requests(
     out["quarantine"].append(
         quarantine_rows(both.filter(pl.col("req").is_null()), "request line does not parse")
     )
-    both = both.filter(pl.col("req").is_not_null()).with_columns(text_=pl.lit(None, pl.String))
+    # No message at all: the prompt text must never reach the dataset.
+    both = both.filter(pl.col("req").is_not_null()).with_columns(
+        text_=pl.lit(None, pl.String), msg=pl.lit(None, pl.String)
+    )
     out["events"].append(
         _event(
             both,

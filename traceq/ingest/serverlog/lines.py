@@ -80,7 +80,7 @@ def split_lines(buf: bytes, first_line_no: int) -> pl.DataFrame:
         ends = np.append(ends, len(buf))
     offsets = np.concatenate(([0], ends)).astype(np.int64)
     strings = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(buf))
-    text = pl.Series("text", strings).str.strip_suffix("\n").str.strip_suffix("\r")
+    text = pl.Series("text", strings).str.strip_chars_end("\r\n")
     bad = (
         text.str.contains("\ufffd", literal=True)
         if invalid

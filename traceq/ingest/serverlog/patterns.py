@@ -98,7 +98,8 @@ RECEIVED = r"^Received request (?P<req>[^\s:]+):? "
 PROMPT_IDS = r"prompt_token_ids: \[(?P<ids>[\d, ]*)\]"
 NUM_PROMPT_TOKENS = r"num_prompt_tokens: (?P<n>\d+)"
 MAX_TOKENS = r"max_tokens=(?P<n>\d+)"
-LIFECYCLE = r"^(?P<what>Added|Finished|Aborted) request (?P<req>\S+?)\.?$"
+# `req` keeps the sentence's full stop (strip it): a lazy `\S+?\.?$` defeats the fast engine.
+LIFECYCLE = r"^(?P<what>Added|Finished|Aborted) request (?P<req>\S+)$"
 
 # Traceback body lines of a logged exception (one event per exception, not per frame).
 TRACEBACK_BODY = r"^(?:\s|Traceback \(most recent call last\)|\^+\s*$|File \")"

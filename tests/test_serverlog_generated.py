@@ -201,3 +201,67 @@ def test_frame_of_lines_matches_python_split() -> None:
     assert frame["line_no"].to_list() == [1, 2, 3, 4, 5]
     assert not frame["bad_utf8"].any()
     assert pl.Series(frame["text"]).len() == 5
+
+
+def test_stats_line_variants(tmp_path: Path) -> None:
+    """Every stats variant of research/vllm_formats.md §2.2, one line each."""
+    lines = [
+        # ≤ 0.2.0: combined throughput, no trailing full stop.
+        "INFO 05-09 00:49:33 scheduler.py:271] Throughput: 12.5 tokens/s, Running: 1 reqs, "
+        "Swapped: 0 reqs, Pending: 2 reqs, GPU KV cache usage: 92.9%, CPU KV cache usage: 0.0%",
+        # Early V1 (0.7.x): no engine index; its earliest form stops after `Waiting`.
+        "INFO 03-11 06:18:48 [loggers.py:80] Avg prompt throughput: 1.5 tokens/s, Avg generation "
+        "throughput: 2.5 tokens/s, Running: 3 reqs, Waiting: 4 reqs, GPU KV cache usage: 0.6%, "
+        "Prefix cache hit rate: 12.5%",
+        "INFO 03-11 06:18:58 [loggers.py:80] Avg prompt throughput: 1.0 tokens/s, Avg generation "
+        "throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 4 reqs ",
+        # ≥ 0.11 with the KV-connector and multimodal hit rates, DP engine 1.
+        "(APIServer pid=7) INFO 11-02 10:00:00 [loggers.py:236] Engine 001: Avg prompt "
+        "throughput: 0.0 tokens/s, Avg generation throughput: 40.1 tokens/s, Running: 2 reqs, "
+        "Waiting: 0 reqs, GPU KV cache usage: 3.5%, Prefix cache hit rate: 23.6%, External "
+        "prefix cache hit rate: 50.0%, MM cache hit rate: 0.0%",
+        # A hardware plugin without the prefix-cache field; Ray's repeat marker.
+        "(RayWorkerWrapper pid=345, ip=10.0.0.1) INFO 11-02 10:00:10 [loggers.py:271] Engine "
+        "000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 9.9 tokens/s, "
+        "Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.6% [repeated 3x across cluster]",
+    ]
+    con, entry = ingest_log(write(tmp_path / "v.log", lines), tmp_path, year=2025)
+    ray = "RayWorkerWrapper pid=345, ip=10.0.0.1"  # the nested process prefix
+    got = rows(con, "SELECT line, engine, throughput_tps, prompt_tps, gen_tps, running, waiting, "
+                    "kv_usage, prefix_hit_rate, ext_prefix_hit_rate, mm_hit_rate, process "
+                    "FROM engine_stats ORDER BY line")  # fmt: skip
+    assert got == [
+        (1, 0, 12.5, None, None, 1, 2, 0.929, None, None, None, None),
+        (2, 0, None, 1.5, 2.5, 3, 4, 0.006, 0.125, None, None, None),
+        (3, 0, None, 1.0, 2.0, 3, 4, None, None, None, None, None),
+        (4, 1, None, 0.0, 40.1, 2, 0, 0.035, 0.236, 0.5, 0.0, "APIServer pid=7"),
+        (5, 0, None, 0.0, 9.9, 1, 0, 0.006, None, None, None, ray),
+    ]  # fmt: skip
+    assert entry["quarantined"] == 0
+
+
+def test_failure_lines(tmp_path: Path) -> None:
+    lines = [
+        "(EngineCore_DP0 pid=9) ERROR 06-01 10:00:00 [core.py:700] EngineCore failed to start.",
+        "(EngineCore_DP0 pid=9) ERROR 06-01 10:00:00 [core.py:700] Traceback (most recent call "
+        "last):",
+        '(EngineCore_DP0 pid=9) ERROR 06-01 10:00:00 [core.py:700]   File "x.py", line 1, in f',
+        "(EngineCore_DP0 pid=9) ERROR 06-01 10:00:00 [core.py:700] torch.OutOfMemoryError: CUDA "
+        "out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.25 GiB",
+        "ValueError: No available memory for the cache blocks. Try increasing "
+        "gpu_memory_utilization when initializing the engine.",
+        "(APIServer pid=8) ERROR 06-01 10:00:01 [async_llm.py:704] vllm.v1.engine.exceptions."
+        "EngineDeadError: EngineCore encountered an issue.",
+        "RuntimeError: something else went wrong",
+    ]
+    con, entry = ingest_log(write(tmp_path / "f.log", lines), tmp_path, year=2025)
+    got = rows(con, "SELECT line, kind, severity, ts FROM events ORDER BY line")
+    t = ns("2025-06-01 10:00:00")
+    assert got == [
+        (1, "engine_start_failed", "ERROR", t),
+        (4, "oom", "ERROR", t),
+        (5, "kv_cache_insufficient", "ERROR", t),
+        (6, "engine_dead", "ERROR", t + 1_000_000_000),
+        (7, "error", "ERROR", t + 1_000_000_000),
+    ]
+    assert entry["unrecognised"] == {"traceback": 2}

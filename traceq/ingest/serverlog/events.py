@@ -216,7 +216,8 @@ def _residual_cat() -> pl.Expr:
     )
     cat = cat.when(vllm & level.is_in(("ERROR", "CRITICAL")) & msg.str.contains(p.TRACEBACK_BODY))
     cat = cat.then(pl.lit("traceback"))
-    might_fail = kind.is_in(("vllm", "process_output", "other")) & text.str.contains(_ANYWHERE)
+    raw = kind.is_in(("process_output", "other", "exception"))
+    might_fail = (vllm | raw) & text.str.contains(_ANYWHERE)
     for name, pattern in FAILURES:
         cat = cat.when(might_fail & text.str.contains(pattern)).then(pl.lit(name))
     cat = cat.when(kind == "uvicorn").then(
@@ -226,7 +227,7 @@ def _residual_cat() -> pl.Expr:
     )
     cat = cat.when(vllm & level.is_in(("ERROR", "CRITICAL"))).then(pl.lit("error"))
     cat = cat.when(vllm & (level == "WARNING")).then(pl.lit("warning"))
-    cat = cat.when(kind.is_in(("process_output", "other")) & text.str.contains(p.EXCEPTION_LINE))
+    cat = cat.when(raw & text.str.contains(p.EXCEPTION_LINE))
     cat = cat.then(pl.lit("exception"))
     cat = cat.when((kind == "other") & text.str.contains(p.STATS_FRAGMENT)).then(
         pl.lit("stats_fragment")
@@ -284,8 +285,12 @@ def extract(records: pl.DataFrame) -> dict[str, pl.DataFrame]:
         text_=pl.format("{} {} {}", "method", "path", "status"), level=pl.lit("INFO")
     )
     out["events"].append(_event(http, "http", pl.col("status").cast(pl.Float64)))
-    for name in ("startup_ready", "error", "warning", *(n for n, _ in FAILURES)):
+    for name in ("startup_ready", "error", "warning", "shutdown"):
         out["events"].append(_event(get(name), name))
+    for name, _ in FAILURES:
+        if name != "shutdown":  # a failure printed raw (no level) is still an error
+            failed = get(name).with_columns(level=pl.col("level").fill_null("ERROR"))
+            out["events"].append(_event(failed, name))
     exc = get("exception").with_columns(level=pl.lit("ERROR"))
     out["events"].append(_event(exc, "error"))
     out["quarantine"] += [

@@ -157,6 +157,8 @@ def _other_kind(c: pl.Expr) -> pl.Expr:
         .then(pl.lit("uvicorn"))
         .when(c.str.contains(p.BINARY))
         .then(pl.lit("binary"))
+        .when(c.str.contains(p.EXCEPTION_LINE))
+        .then(pl.lit("exception"))  # a raw `SomethingError: …` line is its own record
         .when(c.str.contains(p.PROCESS_OUTPUT))
         .then(pl.lit("process_output"))
         .when(c.str.contains(p.THIRD_PARTY))

@@ -32,7 +32,7 @@ RAY_REPEATED = r"\s*\[repeated \d+x across cluster\]\s*$"
 # `INFO:     127.0.0.1:46928 - "POST /v1/completions HTTP/1.1" 200 OK`.
 UVICORN_ACCESS = (
     r'^(?:\([^()]*\) )*INFO:\s+\S+ - "(?P<method>[A-Z]+) (?P<path>\S+) [^"]*" '
-    r"(?P<status>\d{3})\b"
+    r"(?P<status>\d{3})(?: |$)"
 )
 UVICORN_OTHER = r"^(?:\([^()]*\) )*(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s"
 

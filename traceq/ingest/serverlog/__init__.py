@@ -138,7 +138,7 @@ def _process(
     records, blank = ln.join_wrapped(lines, state.widths)
     state.blank += blank.height
     state.continuation += int((records["n_lines"] - 1).sum())
-    records = _stamp(records, clock, state)
+    records = _stamp(records, clock, state).drop("mm", "dd", "hms", "date", "file", "bad_utf8")
     bad_ts = records["ts"].is_null() & records["kind"].is_in(("vllm", "sglang"))
     writer.write("quarantine", quarantine_rows(records.filter(bad_ts), "invalid timestamp"))
     _count(state, "bad_timestamp", int(bad_ts.sum()))

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from traceq.ingest.serverlog import patterns as p
 
-BLOCK_BYTES = 32 << 20  # bytes read per block (bounded memory)
+BLOCK_BYTES = 16 << 20  # bytes read per block (bounded memory)
 MAX_LINE_CHARS = 1 << 20  # longer lines are quarantined unparsed (1 MiB)
 WRAP_MIN_COLS = 80  # lines cut by a terminal are at least this long (columns)
 WRAP_MIN_REPEATS = 3  # … and that many long lines share the width: then joined without a space
@@ -103,19 +103,23 @@ def classify(lines: pl.DataFrame) -> pl.DataFrame:
     """Add `kind`, the prefix fields and `msg` to each line; glued records are cut out."""
     clean = pl.col("text")
     # Each clean-up only when the block needs it (most logs have no ANSI, CR or Ray lines).
-    if lines["text"].str.contains("\x1b", literal=True).any():
+    flags = lines.select(
+        esc=pl.col("text").str.contains("\x1b", literal=True).any(),
+        cr=pl.col("text").str.contains("\r", literal=True).any(),
+        ray=pl.col("text").str.contains("[repeated ", literal=True).any(),
+    ).row(0)
+    if flags[0]:
         clean = clean.str.replace_all(p.ANSI, "")
-    if lines["text"].str.contains("\r", literal=True).any():
+    if flags[1]:
         clean = clean.str.strip_chars_start("\r")
-    if lines["text"].str.contains("[repeated ", literal=True).any():
+    if flags[2]:
         clean = clean.str.replace(p.RAY_REPEATED, "")
     df = lines.with_columns(clean=clean)
     df = df.with_columns(long=pl.col("clean").str.len_bytes() > MAX_LINE_CHARS)
     df = _prefix(df)
     # A record glued after a tqdm bar or a VLLM_LOGGING_PREFIX: keep the part from its prefix.
-    glued = df.filter(
-        pl.col("level").is_null() & ~pl.col("long") & pl.col("clean").str.contains(_GLUED_HINT)
-    )
+    glued = df.filter(pl.col("level").is_null() & ~pl.col("long"))  # filter first: cheap
+    glued = glued.filter(pl.col("clean").str.contains(_GLUED_HINT))
     if glued.height:
         glued = glued.select("line_no", clean=pl.col("clean").str.extract(p.VLLM_GLUED, 2))
         df = df.update(_prefix(glued).drop("pre"), on="line_no")

@@ -265,3 +265,31 @@ def test_failure_lines(tmp_path: Path) -> None:
         (7, "error", "ERROR", t + 1_000_000_000),
     ]
     assert entry["unrecognised"] == {"traceback": 2}
+
+
+def test_year_rollover_across_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ln, "BLOCK_BYTES", 300)  # about one line per block
+    con, entry = ingest_log(write(tmp_path / "wrap.log", _wrap_lines()), tmp_path, year=2024)
+    assert [r[0] for r in stats(con)] == [
+        ns("2024-12-31 23:59:55"), ns("2025-01-01 00:00:00"), ns("2025-01-01 00:00:05")
+    ]  # fmt: skip
+    assert entry["assumptions"]["year_wraps"] == 1
+
+
+def test_logging_prefix_and_mixed_servers(tmp_path: Path) -> None:
+    """VLLM_LOGGING_PREFIX text before the level; SGLang and vLLM lines in one file."""
+    lines = [
+        "[my-pod-7] INFO 05-01 08:00:00 [loggers.py:236] Engine 000: Avg prompt throughput: "
+        "1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 1 reqs, Waiting: 0 "
+        "reqs, GPU KV cache usage: 0.5%, Prefix cache hit rate: 0.0%",
+        "[2025-05-01 08:00:01 DP1 TP4] Decode batch. #running-req: 3, #token: 90, token usage: "
+        "0.25, gen throughput (token/s): 10.50, #queue-req: 2, ",
+    ]
+    con, entry = ingest_log(write(tmp_path / "m.log", lines), tmp_path, year=2025)
+    assert entry["format"] == "sglang-log"
+    got = rows(con, "SELECT line, ts, engine, ranks, running, waiting, kv_usage, gen_tps, "
+                    "cuda_graph FROM engine_stats ORDER BY line")  # fmt: skip
+    assert got == [
+        (1, ns("2025-05-01 08:00:00"), 0, None, 1, 0, 0.005, 2.0, None),
+        (2, ns("2025-05-01 08:00:01"), 1, "DP1 TP4", 3, 2, 0.25, 10.5, None),
+    ]

@@ -52,7 +52,7 @@ _STORED = {
     *(m.name for m in ev.MILESTONES),
     *(name for name, _ in ev.FAILURES),
 }
-_SNIFF_VLLM = re.compile(p.VLLM_LINE.replace("(?P<", "(?P<"), re.MULTILINE)
+_SNIFF_VLLM = re.compile(p.VLLM_LINE, re.MULTILINE)  # Unicode classes: Python `re`
 _SNIFF_SGLANG = re.compile(
     r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}[^\]]*\] (?:Prefill|Decode) batch", re.MULTILINE
 )

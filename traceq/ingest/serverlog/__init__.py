@@ -52,6 +52,9 @@ _STORED = {
     *(m.name for m in ev.MILESTONES),
     *(name for name, _ in ev.FAILURES),
 }
+# Frames for the second pass, kept as scratch tables (never committed).
+_SCRATCH = {"lifecycle": "log_lifecycle", "model": "log_model"}
+_MODEL_SCHEMA = pl.Schema({"ts": pl.Int64, "model": pl.String})
 _SNIFF_VLLM = re.compile(p.VLLM_LINE, re.MULTILINE)  # Unicode classes: Python `re`
 _SNIFF_SGLANG = re.compile(
     r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}[^\]]*\] (?:Prefill|Decode) batch", re.MULTILINE
@@ -151,7 +154,7 @@ def _process(
         writer.write("engine_stats", rows)
         writer.write("quarantine", bad)
     for table, frame in ev.extract(records.filter(pl.col("cat") != "stats")).items():
-        writer.write("log_lifecycle" if table == "lifecycle" else table, frame)
+        writer.write(_SCRATCH.get(table, table), frame)
 
 
 def _count(state: _State, cat: str, n: int) -> None:
@@ -196,6 +199,12 @@ def _requests(writer: SourceWriter) -> int:
         return 0
     con = duckdb.connect()
     con.read_parquet(str(path)).create_view("log_lifecycle")
+    writer.close("log_model")
+    models = writer.scratch_path("log_model")
+    if models.exists():
+        con.read_parquet(str(models)).create_view("log_model")
+    else:
+        con.register("log_model", pl.DataFrame(schema=_MODEL_SCHEMA))
     frame = con.sql(load("serverlog_requests")).pl()
     con.close()
     writer.write("requests", frame)

@@ -255,7 +255,12 @@ def _event(
 
 def extract(records: pl.DataFrame) -> dict[str, pl.DataFrame]:
     """Categorised records → `events`, `lifecycle` (scratch) and `quarantine` frames."""
-    out: dict[str, list[pl.DataFrame]] = {"events": [], "lifecycle": [], "quarantine": []}
+    out: dict[str, list[pl.DataFrame]] = {
+        "events": [],
+        "lifecycle": [],
+        "model": [],
+        "quarantine": [],
+    }
     by_cat = records.partition_by("cat", as_dict=True)
     get = lambda name: by_cat.get((name,), records.clear())  # noqa: E731
     for m in MILESTONES:
@@ -274,6 +279,7 @@ def extract(records: pl.DataFrame) -> dict[str, pl.DataFrame]:
             rows = df.filter(pl.col(group).is_not_null())
             number = pl.col(group).str.replace_all(",", "").cast(pl.Float64, strict=False)
             out["events"].append(_event(rows, kind, number))
+    _model(get("engine_config"), out)
     _preemptions(get("preemption"), out)
     _requests(get("received"), get("lifecycle"), out)
     http = (
@@ -303,6 +309,18 @@ def extract(records: pl.DataFrame) -> dict[str, pl.DataFrame]:
         else pl.DataFrame()
         for k, v in out.items()
     }
+
+
+def _model(df: pl.DataFrame, out: dict[str, list[pl.DataFrame]]) -> None:
+    """The model an engine serves, from its config line: the served name clients use, else
+    the model path. Kept for the requests pass (requests.model)."""
+    if df.height == 0:
+        return
+    served = pl.col("msg").str.extract(p.SERVED_MODEL, 1)
+    model = pl.coalesce(
+        pl.when(served != "None").then(served), pl.col("msg").str.extract(p.MODEL, 1)
+    )
+    out["model"].append(df.select("ts", model=model).drop_nulls("model"))
 
 
 def _preemptions(df: pl.DataFrame, out: dict[str, list[pl.DataFrame]]) -> None:

@@ -101,6 +101,10 @@ MAX_TOKENS = r"max_tokens=(?P<n>\d+)"
 # `req` keeps the sentence's full stop (strip it): a lazy `\S+?\.?$` defeats the fast engine.
 LIFECYCLE = r"^(?P<what>Added|Finished|Aborted) request (?P<req>\S+)$"
 
+# The engine config line (`Initializing a V1 LLM engine (v…) with config: model='…', …`).
+MODEL = r"model='([^']*)'"
+SERVED_MODEL = r"served_model_name=([^,\s]+)"
+
 # Traceback body lines of a logged exception (one event per exception, not per frame).
 TRACEBACK_BODY = r"^(?:\s|Traceback \(most recent call last\)|\^+\s*$|File \")"
 EXCEPTION_LINE = r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit)\b[\w.]*: "

@@ -195,10 +195,12 @@ def test_v0_request_lifecycle_and_coarse_requests(tmp_path: Path) -> None:
     got = rows(
         con,
         "SELECT view, t_arrival, t_queued, t_last_token, prompt_tokens, max_tokens, "
-        f"time_resolution_ns, finish_reason FROM requests WHERE request_id = '{req}'",
+        "time_resolution_ns, finish_reason, model FROM requests "
+        f"WHERE request_id = '{req}'",
     )
     assert got == [("server", ns("2024-11-11 15:10:56"), ns("2024-11-11 15:10:56"),
-                    ns("2024-11-11 15:11:32"), 421, 130651, 1_000_000_000, None)]  # fmt: skip
+                    ns("2024-11-11 15:11:32"), 421, 130651, 1_000_000_000, None,
+                    "meta-llama/Llama-3.1-8B-Instruct")]  # fmt: skip
     # Prompt text is never stored: not in events, not anywhere the dataset can be queried.
     assert rows(con, "SELECT count(*) FROM events WHERE message LIKE '%begin_of_text%'") == [(0,)]
     assert rows(con, "SELECT count(*) FROM quarantine") == [(0,)]

@@ -20,7 +20,7 @@ import pyarrow as pa
 from traceq.ingest.serverlog import patterns as p
 
 BLOCK_BYTES = 16 << 20  # bytes read per block (bounded memory)
-MAX_LINE_CHARS = 1 << 20  # longer lines are quarantined unparsed (1 MiB)
+MAX_LINE_BYTES = 1 << 20  # longer lines are quarantined unparsed (1 MiB)
 WRAP_MIN_COLS = 80  # lines cut by a terminal are at least this long (columns)
 WRAP_MIN_REPEATS = 3  # … and that many long lines share the width: then joined without a space
 NEWLINE = 10
@@ -115,7 +115,7 @@ def classify(lines: pl.DataFrame) -> pl.DataFrame:
     if flags[2]:
         clean = clean.str.replace(p.RAY_REPEATED, "")
     df = lines.with_columns(clean=clean)
-    df = df.with_columns(long=pl.col("clean").str.len_bytes() > MAX_LINE_CHARS)
+    df = df.with_columns(long=pl.col("clean").str.len_bytes() > MAX_LINE_BYTES)
     df = _prefix(df)
     # A record glued after a tqdm bar or a VLLM_LOGGING_PREFIX: keep the part from its prefix.
     glued = df.filter(pl.col("level").is_null() & ~pl.col("long"))  # filter first: cheap

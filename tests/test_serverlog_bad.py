@@ -69,6 +69,14 @@ def test_ten_megabyte_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert entry["lines"]["total"] == 3
 
 
+def test_file_without_newlines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ln, "BLOCK_BYTES", 1 << 20)
+    path = write(tmp_path / "n.bin", random.Random(3).randbytes(5_000_000).replace(b"\n", b" "))
+    _, entry = ingest_log(path, tmp_path, fmt="vllm-log", year=2025)
+    assert entry["lines"]["total"] == 1
+    assert entry["quarantined"] == 1  # the one (over-long) line, its head kept as raw
+
+
 def test_latin1_bytes(tmp_path: Path) -> None:
     warn = b"WARNING 05-01 08:00:01 config.py:1] Mod\xe8le charg\xe9 (latin-1)\n"
     path = write(tmp_path / "l.log", good(0), warn, good(1))

@@ -10,7 +10,6 @@ record they continue.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import BinaryIO
 
 import numpy as np
@@ -30,16 +29,6 @@ MAX_DEFER_LINES = 10_000  # open record carried to the next block at most this m
 _JOINABLE = ("vllm", "sglang")
 
 
-@dataclass
-class LineStats:
-    """Counts kept across blocks for the manifest."""
-
-    lines: int = 0
-    invalid_utf8: int = 0
-    continuation: int = 0
-    kinds: dict[str, int] = field(default_factory=dict)
-
-
 def iter_blocks(
     stream: BinaryIO, progress: Callable[[int], None], block_bytes: int = BLOCK_BYTES
 ) -> Iterator[pl.DataFrame]:
@@ -54,7 +43,9 @@ def iter_blocks(
         data = carry + chunk if carry else chunk
         cut = data.rfind(b"\n")
         if cut < 0:
-            carry = data
+            # No line end yet. Beyond MAX_LINE_BYTES the line is quarantined unparsed anyway:
+            # keep only its head, so a file without newlines cannot exhaust memory.
+            carry = data[: MAX_LINE_BYTES + 1]
             continue
         carry = data[cut + 1 :]
         frame = split_lines(data[: cut + 1], line_no)

@@ -24,6 +24,7 @@ from traceq.synth.arrivals import Arrival, rng
 from traceq.synth.config import EngineConfig, FaultConfig
 
 NS = 1_000_000_000
+TRIM_EVERY = 4096  # decode steps between trims of the step-time array
 
 
 class Request:
@@ -128,7 +129,9 @@ class Engine:
         span = window[1] - window[0]
         lo, hi = faults.throttle_window
         self.throttle = (window[0] + int(lo * span), window[0] + int(hi * span))
-        self.T: list[int] = []  # end time of each decode step
+        self.T: list[int] = []  # end time of each decode step, from step index T_base on
+        self.T_base = 0
+        self.D = 0  # decode steps so far (absolute index of the next one)
         self.running: dict[int, Request] = {}  # admission order: popitem() = lowest priority
         self.prefilling: dict[int, Request] = {}
         self.waiting: deque[Request] = deque()
@@ -192,14 +195,21 @@ class Engine:
     def prefix_hit_rate(self) -> float:
         return self.hit_sums[1] / self.hit_sums[0] if self.hit_sums[0] else 0.0
 
+    def _trim(self) -> None:
+        """Drop decode-step times no running request can still need (bounded memory)."""
+        low = min((r.d_start for r in self.running.values() if r.d_start >= 0), default=self.D)
+        if low > self.T_base:
+            del self.T[: low - self.T_base]
+            self.T_base = low
+
     # -- state changes ----------------------------------------------------------------------
     def _kv_of(self, r: Request) -> int:
-        return r.computed + (len(self.T) - r.d_start if r.d_start >= 0 else 0)
+        return r.computed + (self.D - r.d_start if r.d_start >= 0 else 0)
 
     def _close_segment(self, r: Request) -> None:
         if r.d_start >= 0:
-            end = len(self.T)
-            r.tokens.extend(self.T[r.d_start : end])
+            end = self.D
+            r.tokens.extend(self.T[r.d_start - self.T_base : end - self.T_base])
             r.gen += end - r.d_start
             r.d_start = -1
             self.n_decode -= 1
@@ -288,6 +298,9 @@ class Engine:
         t_end = t + dur
         if n_dec:
             self.T.append(t_end)
+            self.D += 1
+            if self.D % TRIM_EVERY == 0:
+                self._trim()
             self.kv_used += n_dec
         prompt_done = 0
         sampled = n_dec
@@ -306,11 +319,11 @@ class Engine:
             if r.gen >= r.output_target:
                 self._finish(r, t_end, self._reason(r), sink)
             else:
-                r.d_start = len(self.T)
+                r.d_start = self.D
                 self.n_decode += 1
                 done_at = r.d_start + r.output_target - r.gen
                 heapq.heappush(self.heap, (done_at, r.idx, r.version, r))
-        while self.heap and self.heap[0][0] <= len(self.T):
+        while self.heap and self.heap[0][0] <= self.D:
             _, _, version, r = heapq.heappop(self.heap)
             if version == r.version:
                 self._finish(r, t_end, self._reason(r), sink)

@@ -37,20 +37,26 @@ RECEIVED = re.compile(
     r"(?:num_prompt_tokens: (?P<nptok>\d+), )?(?:prompt_embeds shape: \S+, )?lora_request: .*$"
 )
 LIFECYCLE = re.compile(r"(?:Added|Finished|Aborted) request (?P<req>\S+)\.$")
-UVICORN = re.compile(r'^(?:\([^)]*\) )?INFO:     (?:\S+ - "(?P<method>\w+) (?P<path>\S+) HTTP/1\.1" '
-                     r"(?P<status>\d{3}) .*|Started server process \[\d+\]|Waiting for application "
-                     r"startup\.|Application startup complete\.)$")  # fmt: skip
+UVICORN = re.compile(
+    r'^(?:\([^)]*\) )?INFO:     (?:\S+ - "(?P<method>\w+) (?P<path>\S+) HTTP/1\.1" '
+    r"(?P<status>\d{3}) .*|Started server process \[\d+\]|Waiting for application "
+    r"startup\.|Application startup complete\.)$"
+)
 STARTUP = {
     "kv_tokens": re.compile(r"GPU KV cache size: (?P<tok>[\d,]+) tokens"),
     "concurrency": re.compile(
         r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>[\d.]+)x"
     ),
-    "graphs": re.compile(r"Graph capturing finished in (?P<s>\d+) secs(?:, took (?P<gib>[\d.]+) GiB)?"),
+    "graphs": re.compile(
+        r"Graph capturing finished in (?P<s>\d+) secs(?:, took (?P<gib>[\d.]+) GiB)?"
+    ),
     "init": re.compile(
         r"init engine \(profile, create kv cache, warmup model\) took (?P<s>[\d.]+) seconds"
     ),
-    "weights": re.compile(r"Model loading took (?P<gib>[\d.]+) (?:GiB|GB)(?: and (?P<s>[\d.]+) seconds)?"),
-}  # fmt: skip
+    "weights": re.compile(
+        r"Model loading took (?P<gib>[\d.]+) (?:GiB|GB)(?: and (?P<s>[\d.]+) seconds)?"
+    ),
+}
 PROM = re.compile(
     r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+"
     r"(?P<value>[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|NaN|[+-]?Inf))(?:\s+(?P<ts>-?\d+))?$"
@@ -92,7 +98,7 @@ def test_real_samples_parse_with_these_regexes():
     samples = [PROM.match(x) for x in dcgm.splitlines() if x and not x.startswith("#")]
     assert all(samples) and {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_DRAM_ACTIVE"} <= {
         m["name"] for m in samples
-    }  # fmt: skip
+    }
 
 
 def test_generated_vllm_log_lines_all_parse(generated):
@@ -174,8 +180,15 @@ def test_generated_dcgm_scrapes(generated):
             m = PROM.match(row)
             assert m and m["ts"], row
             labels = dict(PROM_LABEL.findall(m["labels"]))
-            assert list(labels) == ["gpu", "UUID", "pci_bus_id", "device", "modelName",
-                                    "Hostname", "DCGM_FI_DRIVER_VERSION"]  # fmt: skip
+            assert list(labels) == [
+                "gpu",
+                "UUID",
+                "pci_bus_id",
+                "device",
+                "modelName",
+                "Hostname",
+                "DCGM_FI_DRIVER_VERSION",
+            ]
             if m["name"].startswith("DCGM_FI_PROF_") and "PCIE" not in m["name"]:
                 assert 0.0 <= float(m["value"]) <= 1.0 and len(m["value"].split(".")[1]) == 6
     # HELP / TYPE texts are the exporter's own (as in the real L4 scrape).

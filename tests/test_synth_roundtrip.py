@@ -51,12 +51,21 @@ def truth_phases(name: str, seed: int, **kw: object) -> pl.DataFrame:
     return pl.DataFrame(rows, infer_schema_length=None).sort("request_id")
 
 
-@pytest.mark.parametrize("name", ["healthy", "kv-pressure", "errors", "low-prefix-reuse"])
-def test_otlp_ingest_reproduces_truth_exactly(tmp_path, name):
-    generate(name, tmp_path / "out", seed=5)
+CASES = [
+    ("healthy", None),
+    ("kv-pressure", None),
+    ("errors", None),
+    ("low-prefix-reuse", None),
+    ("large", 400),
+]  # large: shared prefixes with prefix caching on (cached tokens)
+
+
+@pytest.mark.parametrize(("name", "requests"), CASES)
+def test_otlp_ingest_reproduces_truth_exactly(tmp_path, name, requests):
+    generate(name, tmp_path / "out", seed=5, requests=requests)
     traceq.ingest([tmp_path / "out" / FILES["otlp"]], tmp_path / "ds")
     con = traceq.open(tmp_path / "ds")
-    want = truth_phases(name, 5)
+    want = truth_phases(name, 5, requests=requests)
     got = con.sql("SELECT * FROM request_phases").pl().sort("request_id")
     assert got["request_id"].to_list() == want["request_id"].to_list()
     for col in want.columns:
@@ -67,8 +76,10 @@ def test_otlp_ingest_reproduces_truth_exactly(tmp_path, name):
             g = [x for x, m in zip(g, mask, strict=True) if m]
         assert g == w, col
     # token_gaps: every token of every request, at its exact time.
+    if name == "large":
+        assert want["cached_tokens"].drop_nulls().len() > 100
     sink = Collect()
-    simulate(scenario(name), 5, [sink])
+    simulate(scenario(name, requests=requests), 5, [sink])
     tokens = con.sql(
         "SELECT request_id, list(ts ORDER BY idx) AS ts, sum(n_tokens) AS n FROM token_gaps "
         "GROUP BY request_id"

@@ -198,3 +198,39 @@ def test_generated_dcgm_scrapes(generated):
     shared = {x.split()[2] for x in real_help} & {x.split()[2] for x in ours}
     assert len(shared) >= 10
     assert {x for x in ours if x.split()[2] in shared} <= real_help
+
+
+def test_expected_engine_stats_match_the_printed_lines(tmp_path):
+    """The truth frame handed to the vLLM-log round trip equals what the regex reads back."""
+    import calendar
+
+    from traceq.synth import scenario
+    from traceq.synth.sim import plan, simulate
+    from traceq.synth.write_vllm_log import VllmLogWriter, expected_engine_stats
+
+    sc = scenario("kv-pressure")
+    info, _ = plan(sc, 9)
+    log = VllmLogWriter(tmp_path / "v.log", sc, 9, info.t_ready, sc.engine.kv_budget_tokens)
+    info = simulate(sc, 9, [log])
+    log.close(info.t_end)
+    want = expected_engine_stats(log.stats)
+    rows = []
+    for m in _engine_lines((tmp_path / "v.log").read_text()):
+        if (s := STATS.search(m["msg"])) and m["file"] == "loggers.py":
+            mm, dd = m["mmdd"].split("-")
+            hh, mi, ss = m["time"].split(":")
+            ts = calendar.timegm((2025, int(mm), int(dd), int(hh), int(mi), int(ss)))
+            rows.append(
+                (
+                    ts * 10**9,
+                    int(s["engine"]),
+                    float(s["prompt_tps"]),
+                    float(s["gen_tps"]),
+                    int(s["running"]),
+                    int(s["waiting"]),
+                    float(s["gpu_kv"]) / 100,
+                    float(s["prefix_hit"]) / 100,
+                )
+            )
+    assert rows == list(want.iter_rows())
+    assert max(r[6] for r in rows) == 1.0  # the preemption storm holds the KV cache full

@@ -102,7 +102,6 @@ class GpuWriter:
         self.temp = 38.0
         self.window: list[list[float]] = []
         self.smi.write((SMI_HEADER + "\n").encode())
-        self.rows: list[dict] = []  # per-second truth, for tests
 
     def on_step(self, s: StepInfo) -> None:
         dur = s.t_end - s.t_start
@@ -161,7 +160,6 @@ class GpuWriter:
         out = []
         while self.sec < sec_end:
             row = self._sample(self.sec)
-            self.rows.append(row)
             out.append(self._smi_line(row))
             self.window.append(
                 [

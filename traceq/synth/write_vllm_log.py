@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
+import polars as pl
+
 from traceq.synth.arrivals import rng
 from traceq.synth.config import Scenario
 from traceq.synth.engine import NS, Request, StepInfo
@@ -252,6 +254,7 @@ class VllmLogWriter:
                         "running": running,
                         "waiting": waiting,
                         "kv_usage": kv,
+                        "prefix_hit_rate": hit,
                     }
                 )
             self.prev_zero = zero
@@ -290,3 +293,28 @@ class VllmLogWriter:
         self._emit_stats(t_end + 2 * STATS_INTERVAL_NS)
         self._flush(None)
         self.fh.close()
+
+
+def expected_engine_stats(stats: list[dict]) -> pl.DataFrame:
+    """What an ingester of this log should find in `engine_stats`, at the log's resolution:
+    `ts` to the second (the printed stamp, UTC), throughputs to 0.1 token/s, ratios to the
+    0.1 % printed. For the vLLM-log round-trip test (the ingester lives in another branch)."""
+    sec = STATS_INTERVAL_NS / NS
+    return pl.DataFrame(
+        {
+            "ts": [s["ts"] // NS * NS for s in stats],
+            "engine": [0] * len(stats),
+            "prompt_tps": [float(f"{s['prompt_tokens'] / sec:.1f}") for s in stats],
+            "gen_tps": [float(f"{s['gen_tokens'] / sec:.1f}") for s in stats],
+            "running": [s["running"] for s in stats],
+            "waiting": [s["waiting"] for s in stats],
+            "kv_usage": [float(f"{s['kv_usage'] * 100:.1f}") / 100 for s in stats],
+            "prefix_hit_rate": [float(f"{s['prefix_hit_rate'] * 100:.1f}") / 100 for s in stats],
+        },
+        schema_overrides={
+            "ts": pl.Int64,
+            "engine": pl.Int64,
+            "running": pl.Int64,
+            "waiting": pl.Int64,
+        },
+    )

@@ -234,3 +234,30 @@ def test_expected_engine_stats_match_the_printed_lines(tmp_path):
             )
     assert rows == list(want.iter_rows())
     assert max(r[6] for r in rows) == 1.0  # the preemption storm holds the KV cache full
+
+
+def test_expected_log_requests_match_the_received_lines(tmp_path):
+    import calendar
+
+    from traceq.synth import scenario
+    from traceq.synth.sim import plan, simulate
+    from traceq.synth.write_vllm_log import VllmLogWriter, expected_log_requests
+
+    sc = scenario("errors")
+    info, _ = plan(sc, 2)
+    log = VllmLogWriter(tmp_path / "v.log", sc, 2, info.t_ready, sc.engine.kv_budget_tokens)
+    info = simulate(sc, 2, [log])
+    log.close(info.t_end)
+    want = expected_log_requests(log.received)
+    rows = []
+    for m in _engine_lines((tmp_path / "v.log").read_text()):
+        if r := RECEIVED.search(m["msg"]):
+            mm, dd = m["mmdd"].split("-")
+            hh, mi, ss = m["time"].split(":")
+            ts = calendar.timegm((2025, int(mm), int(dd), int(hh), int(mi), int(ss)))
+            max_tokens = int(re.search(r"max_tokens=(\d+)", r["params"])[1])
+            rows.append((r["req"], ts * 10**9, len(r["ids"].split(", ")), max_tokens))
+    assert rows == list(want.iter_rows())
+    assert len(rows) == 64 - sum(
+        1 for x in (tmp_path / "v.log").read_text().splitlines() if x.endswith("400 Bad Request")
+    )

@@ -188,6 +188,7 @@ class VllmLogWriter:
         self.prev_zero = True
         self.state = (0, 0, 0.0, 0.0)  # running, waiting, kv usage, prefix hit rate
         self.stats: list[dict] = []  # what was logged, for tests and labels
+        self.received: list[tuple[str, int, int, int]] = []  # request lines, when logged
 
     def _add(self, t: int, text: str) -> None:
         self.buf.append((t, self.seq, text))
@@ -221,6 +222,7 @@ class VllmLogWriter:
                 r.t_queued,
                 line(r.t_queued, API, "async_llm.py:273", f"Added request {r.request_id}."),
             )
+            self.received.append((r.request_id, r.t_tokenized, r.prompt, r.max_tokens))
         # A streaming response starts (and uvicorn logs it) as soon as the request is accepted.
         self._add(
             r.t_queued, f'{API}INFO:     127.0.0.1:{port} - "POST /v1/completions HTTP/1.1" 200 OK'
@@ -316,5 +318,24 @@ def expected_engine_stats(stats: list[dict]) -> pl.DataFrame:
             "engine": pl.Int64,
             "running": pl.Int64,
             "waiting": pl.Int64,
+        },
+    )
+
+
+def expected_log_requests(received: list[tuple[str, int, int, int]]) -> pl.DataFrame:
+    """The per-request truth the log carries (request logging on): id, the `Received request`
+    stamp to the second, prompt tokens (= len(prompt_token_ids)) and max_tokens."""
+    return pl.DataFrame(
+        {
+            "request_id": [r[0] for r in received],
+            "ts": [r[1] // NS * NS for r in received],
+            "prompt_tokens": [r[2] for r in received],
+            "max_tokens": [r[3] for r in received],
+        },
+        schema={
+            "request_id": pl.String,
+            "ts": pl.Int64,
+            "prompt_tokens": pl.Int64,
+            "max_tokens": pl.Int64,
         },
     )

@@ -261,3 +261,25 @@ def test_expected_log_requests_match_the_received_lines(tmp_path):
     assert len(rows) == 64 - sum(
         1 for x in (tmp_path / "v.log").read_text().splitlines() if x.endswith("400 Bad Request")
     )
+
+
+def test_gpu_throttle_shows_in_clocks_only_inside_its_window(tmp_path):
+    import calendar
+
+    import orjson
+
+    generate("gpu-throttle", tmp_path, seed=6)
+    labels = orjson.loads((tmp_path / FILES["labels"]).read_bytes())
+    (fault,) = labels["faults"]
+    lo, hi = (x // 10**9 for x in fault["window_ns"])
+    inside, outside = set(), set()
+    for line in (tmp_path / FILES["nvidia_smi"]).read_text().splitlines()[1:]:
+        v = line.split(", ")
+        sec = calendar.timegm((*map(int, re.split(r"[/ :.]", v[0])[:6]), 0, 0, 0))
+        clock = int(v[-1].split()[0])
+        if lo + 1 <= sec < hi:
+            inside.add(clock)
+        elif not lo - 1 <= sec <= hi:  # a step across an edge throttles its boundary seconds
+            outside.add(clock)
+    assert inside <= {1095, 345} and 1095 in inside  # busy seconds throttled, idle ones idle
+    assert 1095 not in outside and 1980 in outside

@@ -277,23 +277,22 @@ class Engine:
             r = self._head()
             if r is None:
                 break
-            if r.n_preemptions == 0 and r.computed == 0 and r.t_scheduled == 0:
-                cached = self._lookup(r)
-            else:
-                cached = 0
+            if not r.looked_up:  # the prefix cache is consulted once, on first scheduling
+                r.cached = self._lookup(r)
+                r.looked_up = True
+            cached = r.cached if r.t_scheduled == 0 else 0  # a recompute starts from scratch
             free = c.kv_budget_tokens - self.kv_used - need - cached
             chunk = min(r.to_prefill - cached, budget, free)
             if chunk <= 0:
                 break
-            if not c.chunked_prefill and r.to_prefill - cached > budget:
-                break
+            if not c.chunked_prefill and r.to_prefill - cached > min(budget, free):
+                break  # without chunked prefill a prompt is prefilled whole or not at all
             if self.kv_used + need + cached + chunk > c.kv_budget_tokens:
                 break
             self.waiting.popleft()
             self.n_waiting -= 1
             if r.t_scheduled == 0:
                 r.t_scheduled = t
-                r.cached = cached
             r.computed = cached
             self.kv_used += cached
             self.running[r.idx] = r

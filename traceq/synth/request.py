@@ -24,6 +24,7 @@ class Request:
         "finish_reason",
         "gen",
         "idx",
+        "looked_up",
         "max_tokens",
         "n_preemptions",
         "output_target",
@@ -57,6 +58,7 @@ class Request:
         self.t_last_token: int | None = None
         self.t_end = 0  # span end: last token, abort or rejection time
         self.cached = 0
+        self.looked_up = False
         self.computed = 0
         self.to_prefill = a.prompt_tokens
         self.gen = 0

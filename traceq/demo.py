@@ -12,7 +12,7 @@ import polars as pl
 
 from traceq import db
 from traceq.dataset import Dataset
-from traceq.ingest import InputError, ingest
+from traceq.ingest import IngestOptions, InputError, ingest
 from traceq.render import render_frame
 from traceq.sql import load
 
@@ -23,13 +23,15 @@ def scenario_dirs(root: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if p.is_dir() and (p / LABELS).is_file())
 
 
-def ingest_scenario(folder: Path, target: Path, echo: Callable[[str], None]) -> None:
+def ingest_scenario(
+    folder: Path, target: Path, echo: Callable[[str], None], options: IngestOptions
+) -> None:
     """Ingest every file of a scenario that an ingester recognises; say which are skipped."""
     for f in sorted(folder.iterdir()):
         if f.name == LABELS or not f.is_file():
             continue
         try:
-            for r in ingest([f], target):
+            for r in ingest([f], target, options=options):
                 rows = ", ".join(f"{n:,} {t}" for t, n in r.rows.items()) or "no new rows"
                 echo(f"  {f.name}: {r.format}: {rows}; {r.quarantined:,} quarantined")
         except InputError:
@@ -43,7 +45,10 @@ def run_demo(root: Path, out: Path, echo: Callable[[str], None]) -> pl.DataFrame
         labels = orjson.loads((folder / LABELS).read_bytes())
         target = out / f"{folder.name}.tq"
         echo(f"{folder.name}: {labels['description']}")
-        ingest_scenario(folder, target, echo)
+        # Log lines print no year or zone: labels.json says which the generator used.
+        clock = labels["clock"]
+        options = IngestOptions(year=clock["log_year"], tz=clock["log_timezone"])
+        ingest_scenario(folder, target, echo, options)
         con = db.open(Dataset(target))
         summary = con.sql(load("demo_summary")).pl().to_dicts()[0]
         rows.append(

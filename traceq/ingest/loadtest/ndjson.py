@@ -13,6 +13,7 @@ from typing import BinaryIO
 import orjson
 import polars as pl
 
+from traceq.ingest.blocks import iter_line_blocks
 from traceq.ingest.loadtest.common import Run
 
 BLOCK_BYTES = 16 << 20
@@ -23,20 +24,8 @@ def iter_frames(
 ) -> Iterator[tuple[pl.DataFrame, bytes, int]]:
     """(frame with a 1-based `_line` column, the block's bytes, its first line number) per
     block of whole lines, reading BLOCK_BYTES at a time."""
-    carry = b""
-    line_no = 1
-    while chunk := stream.read(BLOCK_BYTES):
-        progress(len(chunk))
-        data = carry + chunk
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            carry = data
-            continue
-        block, carry = data[: cut + 1], data[cut + 1 :]
+    for block, line_no in iter_line_blocks(stream, progress, BLOCK_BYTES):
         yield _block(block, line_no, schema, run), block, line_no
-        line_no += block.count(b"\n")
-    if carry.strip():
-        yield _block(carry, line_no, schema, run), carry, line_no
 
 
 def _block(block: bytes, first: int, schema: pl.Schema, run: Run) -> pl.DataFrame:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import orjson
 import polars as pl
 
+from traceq.ingest.blocks import is_json
 from traceq.ingest.loadtest.common import (
     Run,
     anchor,
@@ -102,7 +102,7 @@ def _documents(data: bytes, run: Run) -> list[tuple[int, dict]]:
     """(line number, object) per run: one object, or one per line with --append-result."""
     lines = [ln for ln in enumerate(data.split(b"\n"), 1) if ln[1].strip()]
     docs: list[tuple[int, dict]] = []
-    if len(lines) > 1 and not _parses(lines[0][1]):
+    if len(lines) > 1 and not is_json(lines[0][1]):
         whole = load_json(data, run)  # one pretty-printed object
         return [(1, whole)] if isinstance(whole, dict) else []
     for number, line in lines:
@@ -112,14 +112,6 @@ def _documents(data: bytes, run: Run) -> list[tuple[int, dict]]:
         elif doc is not None:
             run.reject(f"line {number}", "not a JSON object", line)
     return docs
-
-
-def _parses(line: bytes) -> bool:
-    try:
-        orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return False
-    return True
 
 
 def _origin(docs: list[tuple[int, dict]]) -> int | None:

@@ -15,6 +15,7 @@ from typing import BinaryIO
 import orjson
 import polars as pl
 
+from traceq.ingest.blocks import is_json, iter_line_blocks
 from traceq.ingest.otel.spans import KEY_VALUES, SPAN_FRAME, normalise_id
 from traceq.schema import RAW_LIMIT
 
@@ -208,24 +209,6 @@ def _is_prefix_of_json(line: bytes) -> bool:
     return text.startswith(b"{") and not text.endswith(b"}")
 
 
-def iter_blocks(stream: BinaryIO, progress: Callable[[int], None]) -> Iterator[tuple[bytes, int]]:
-    """Yield (block of whole lines, number of its first line), reading BLOCK_BYTES at a time."""
-    carry = b""
-    line_no = 1
-    while chunk := stream.read(BLOCK_BYTES):
-        progress(len(chunk))
-        data = carry + chunk
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            carry = data
-            continue
-        block, carry = data[: cut + 1], data[cut + 1 :]
-        yield block, line_no
-        line_no += block.count(b"\n")
-    if carry.strip():
-        yield carry, line_no
-
-
 def read_document(data: bytes) -> list[bytes] | None:
     """A whole-file JSON document (pretty-printed OTLP, Tempo) as compact lines, or None."""
     try:
@@ -249,13 +232,13 @@ def iter_span_frames(
     A file whose first line is not a whole JSON value is taken for one (pretty-printed)
     document and parsed whole, up to DOCUMENT_LIMIT; if that fails it is read as lines.
     """
-    blocks = iter_blocks(stream, progress)
+    blocks = iter_line_blocks(stream, progress, BLOCK_BYTES)
     first = next(blocks, None)
     if first is None:
         return
     held = [first]
     text = first[0]
-    if text.lstrip()[:1] in (b"{", b"[") and not _parses(text.split(b"\n", 1)[0]):
+    if text.lstrip()[:1] in (b"{", b"[") and not is_json(text.split(b"\n", 1)[0]):
         size = len(text)
         for block in blocks:
             held.append(block)
@@ -269,11 +252,3 @@ def iter_span_frames(
                 return
     for block, first_line in itertools.chain(held, blocks):
         yield documents_to_spans(_read_block(block, first_line, quarantine))
-
-
-def _parses(line: bytes) -> bool:
-    try:
-        orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return False
-    return True

@@ -21,7 +21,7 @@ from traceq.ingest.options import IngestOptions
 from traceq.ingest.source import InputError, Source
 from traceq.schema import RAW_LIMIT
 
-FAMILIES = ("traceq.ingest.otel",)
+FAMILIES = ("traceq.ingest.otel", "traceq.ingest.gpu")
 
 __all__ = ["FAMILIES", "IngestOptions", "IngestResult", "InputError", "formats", "ingest"]
 

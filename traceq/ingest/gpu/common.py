@@ -123,7 +123,9 @@ def range_check(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     reason = pl.concat_str(
         [
             pl.when(bad[c]).then(
-                pl.lit(f"{c}=") + pl.col(c).cast(pl.String) + pl.lit(f" outside {RANGES[c]}")
+                pl.lit(f"{c}=")
+                + pl.col(c).cast(pl.String)
+                + pl.lit(" outside [{}, {}]".format(*RANGES[c]))
             )
             for c in cols
         ],

@@ -55,7 +55,13 @@ def _documents(data: bytes) -> list[Any]:
                 try:
                     out.append(orjson.loads(line))
                 except orjson.JSONDecodeError as exc:
-                    out.append({"_broken": n, "_error": str(exc), "_raw": line[:RAW_LIMIT]})
+                    out.append(
+                        {
+                            "_broken": n,
+                            "_error": str(exc),
+                            "_raw": line[:RAW_LIMIT].decode("utf-8", "replace"),
+                        }
+                    )
         return out
 
 

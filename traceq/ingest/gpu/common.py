@@ -133,6 +133,8 @@ def range_check(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         ignore_nulls=True,
     )
     flagged = frame.filter(pl.any_horizontal(list(bad.values())))
+    if not flagged.height:
+        return frame, flagged
     quarantine = quarantine_rows(flagged, pl.lit("value out of range: ") + reason)
     cleaned = frame.with_columns(
         pl.when(bad[c]).then(None).otherwise(pl.col(c)).alias(c) for c in cols

@@ -90,14 +90,17 @@ def label_columns() -> list[pl.Expr]:
 
 
 def count_unknown_labels(frame: pl.DataFrame, unrecognised: Counter[str]) -> None:
-    """Count label names that have no column and are not knowingly ignored."""
+    """Count label names that have no column and are not knowingly ignored (`len`: lines
+    per label set)."""
     rest = frame.select(
         pl.col("labels").str.replace_all(rf'(?:^|,)\s*(?:{_KNOWN_LABEL})="(?:[^"\\]|\\.)*"', "")
     )
+    rest = rest.with_columns(frame["len"] if "len" in frame.columns else pl.lit(1).alias("len"))
     keys = rest.filter(pl.col("labels").str.contains(r'\w+="')).select(
-        pl.col("labels").str.extract_all(r'(\w+)="').explode().str.strip_suffix('="')
+        pl.col("labels").str.extract_all(r'(\w+)="'), "len"
     )
-    for key, n in keys.group_by("labels").len().iter_rows():
+    keys = keys.explode("labels").with_columns(pl.col("labels").str.strip_suffix('="'))
+    for key, n in keys.group_by("labels").agg(pl.col("len").sum()).iter_rows():
         unrecognised[f"label:{key}"] += n
 
 
@@ -115,10 +118,14 @@ class PromReader:
 
     def read_block(self, block: pl.DataFrame) -> None:
         line = pl.col("line")
-        block = block.filter(line.str.strip_chars() != "").with_columns(
-            _sep=parse_iso_ns(line.str.extract(SEPARATOR, 1), self.options.tz)
-        )
         is_sep = line.str.contains(SEPARATOR)
+        block = block.filter(line.str.strip_chars() != "").with_columns(_is_sep=is_sep)
+        is_sep = pl.col("_is_sep")
+        # parse the few separator lines only, then join their time back
+        seps = block.filter(is_sep).select(
+            "lineno", _sep=parse_iso_ns(line.str.extract(SEPARATOR, 1), self.options.tz)
+        )
+        block = block.join(seps, on="lineno", how="left", maintain_order="left")
         bad_sep = block.filter(is_sep & pl.col("_sep").is_null())
         if bad_sep.height:
             self.writer.write("quarantine", quarantine_rows(bad_sep, "unreadable scrape time"))
@@ -157,7 +164,10 @@ class PromReader:
         samples = samples.filter(pl.col("col").is_not_null())
         if not samples.height:
             return
-        count_unknown_labels(samples, self.unrecognised)
+        # label sets repeat on every line of a GPU: read each distinct set once
+        label_sets = samples.group_by("labels").len()
+        count_unknown_labels(label_sets, self.unrecognised)
+        idents = label_sets.select("labels", *label_columns())
         exposition_ts = pl.col("ts").cast(pl.Int64, strict=False) * 1_000_000
         if self.separators == 0:
             samples = self.series.number(samples)
@@ -169,10 +179,11 @@ class PromReader:
             "line",
             "col",
             "_k",
-            *label_columns(),
+            "labels",
             ts=pl.coalesce(exposition_ts, pl.col("_scrape")),
             value=value,
         )
+        frame = frame.join(idents, on="labels", how="left", maintain_order="left").drop("labels")
         self.nan += long.check_and_stage(self.writer, frame)
 
 

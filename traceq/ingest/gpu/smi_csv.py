@@ -88,6 +88,7 @@ class Field:
     name: str  # as printed
     column: str | None  # gpu_samples column, None when unknown or a repeat
     unit: str  # unit from the header, lower case ("" when none)
+    printed_unit: str = ""  # the header's unit as printed, e.g. `MiB`
 
 
 def parse_header(line: str) -> list[Field]:
@@ -104,7 +105,8 @@ def parse_header(line: str) -> list[Field]:
             column = None
         if column:
             taken.add(column)
-        out.append(Field(name, column, unit))
+        printed = ((m.group(2) or m.group(3) or "") if m else "").strip()
+        out.append(Field(name, column, unit, printed))
     return out
 
 
@@ -114,6 +116,54 @@ def sniff(head: bytes) -> bool:
     if "," in first and len(set(m.group(0).lower() for m in _SNIFF_FIELDS.finditer(first))) >= 2:
         return True
     return bool(_TS_ROW.search(head[:4096])) and not first.lstrip().startswith(("{", "["))
+
+
+# Literal "no value" cells, checked with a hash lookup on the fast path.
+NULL_LITERALS = ["[N/A]", "[Not Supported]", "N/A", "[Unknown Error]", "-", "NaN", ""]
+
+
+def _fast_columns(fields: list[Field], tz: str) -> tuple[list[pl.Expr], pl.Expr]:
+    """(value expressions, needs-slow-path flag) over stripped cells `field_<i>`.
+
+    The fast path reads the common case — the header's own unit or none, nvidia-smi's
+    timestamp layout — with casts only. A cell it cannot read (another unit, an ISO time, a
+    typo) flags its row for `_value_columns`, which reads or rejects it with a reason.
+    """
+    values: list[pl.Expr] = []
+    slow: list[pl.Expr] = []
+    for i, f in enumerate(fields):
+        if f.column is None:
+            continue
+        cell = pl.col(f"field_{i}")
+        is_null = cell.is_null() | cell.is_in(NULL_LITERALS)
+        if f.column == "timestamp":
+            naive = cell.str.to_datetime(SMI_TIME, strict=False, time_unit="ns")
+            value = local_to_ns(naive, tz)
+            slow.append(value.is_null())
+            values.append(value.alias("ts"))
+            continue
+        if f.column in TEXT_COLUMNS:
+            values.append(pl.when(is_null).then(None).otherwise(cell).alias(f.column))
+            continue
+        if f.column == "gpu":
+            value = cell.cast(pl.Int64, strict=False)
+        elif f.column == "pstate":
+            value = cell.str.strip_prefix("P").cast(pl.Int64, strict=False)
+        else:
+            factor = UNITS[f.column].get(f.unit)
+            number = (
+                cell.str.strip_suffix(f.printed_unit).str.strip_chars_end()
+                if f.printed_unit
+                else cell
+            )
+            value = number.cast(pl.Float64, strict=False) * (
+                factor if factor is not None else float("nan")
+            )
+            if factor is None:
+                value = pl.lit(None, pl.Float64)
+        slow.append(value.is_null() & ~is_null)
+        values.append(value.alias(f.column))
+    return values, pl.any_horizontal(slow) if slow else pl.lit(False)
 
 
 def _value_columns(fields: list[Field], tz: str) -> tuple[list[pl.Expr], list[pl.Expr]]:
@@ -191,8 +241,7 @@ class CsvReader:
             )
             return
         fields = self.fields
-        rows = rows.with_columns(_f=pl.col("line").str.split(","))
-        n_fields = pl.col("_f").list.len()
+        n_fields = pl.col("line").str.count_matches(",", literal=True) + 1
         wrong = rows.filter(n_fields != len(fields))
         if wrong.height:
             reason = pl.format("{} fields, the header has {}", n_fields, pl.lit(len(fields)))
@@ -201,12 +250,26 @@ class CsvReader:
         for f in fields:
             if f.column is None:
                 self.unrecognised[f"column:{f.name}"] += rows.height
-        values, bad = _value_columns(fields, self.options.tz)
-        frame = rows.select("lineno", "line", *values, _bad=join_reasons(bad))
-        flagged = frame.filter(pl.col("_bad").is_not_null())
-        if flagged.height:
-            self.writer.write("quarantine", quarantine_rows(flagged, pl.col("_bad")))
-        frame, out_of_range = range_check(frame.drop("_bad"))
+        cells = rows.select(
+            "lineno", "line", pl.col("line").str.split_exact(",", len(fields) - 1).alias("_s")
+        ).unnest("_s")
+        cells = cells.with_columns(
+            pl.col(f"field_{i}").str.strip_chars() for i, f in enumerate(fields) if f.column
+        )
+        fast, needs_slow = _fast_columns(fields, self.options.tz)
+        frame = cells.select("lineno", "line", *fast, _slow=needs_slow)
+        slow_lines = frame.filter(pl.col("_slow")).select("lineno")
+        frame = frame.filter(~pl.col("_slow")).drop("_slow")
+        if slow_lines.height:
+            slow = rows.join(slow_lines, on="lineno", how="semi")
+            values, bad = _value_columns(fields, self.options.tz)
+            slow = slow.with_columns(_f=pl.col("line").str.split(","))
+            slow = slow.select("lineno", "line", *values, _bad=join_reasons(bad))
+            flagged = slow.filter(pl.col("_bad").is_not_null())
+            if flagged.height:
+                self.writer.write("quarantine", quarantine_rows(flagged, pl.col("_bad")))
+            frame = pl.concat([frame, slow.drop("_bad")], how="vertical_relaxed").sort("lineno")
+        frame, out_of_range = range_check(frame)
         self.writer.write("quarantine", out_of_range)
         for col in ("gpu", "uuid", "pci_bus_id"):
             if col not in frame.columns:

@@ -379,3 +379,24 @@ def test_cli_ingest_with_start_interval_and_format(tmp_path):
     assert ts == [T0, T0 + 2 * NS, T0 + 4 * NS]
     manifest = json.loads((ds / "manifest.json").read_text())
     assert manifest["sources"][0]["assumptions"]["start_ns"] == T0
+
+
+def test_dmon_time_only_takes_the_date_from_start(tmp_path):
+    names, units = ["Time", "gpu", "pwr"], ["HH:MM:SS", "Idx", "W"]
+    path = tmp_path / "t.txt"
+    path.write_text(f.dmon(names, units, [["08:00:00", 0, 100], ["08:00:05", 0, 101]]))
+    samples, _, entry = ingest_file(path, tmp_path / "ds", start=T0 - 3600 * NS)
+    assert samples["ts"].to_list() == [T0, T0 + 5 * NS]
+    assert entry["assumptions"]["date"] == "date of --start"
+
+
+def test_smi_csv_repeated_field_keeps_the_first(tmp_path):
+    path = tmp_path / "power.csv"
+    path.write_text(
+        "timestamp, index, power.draw [W], power.draw.instant [W]\n"
+        "2025/03/01 08:00:00.000, 0, 300.00 W, 350.00 W\n"
+    )
+    samples, quarantine, entry = ingest_file(path, tmp_path / "ds")
+    assert samples["power_w"].to_list() == [300]
+    assert entry["unrecognised"] == {"column:power.draw.instant": 1}
+    assert quarantine.height == 0

@@ -110,8 +110,9 @@ def plain_polars_lines(path: Path) -> int:
 
 
 def plain_duckdb_lines(path: Path) -> int:
+    columns = {"line": "VARCHAR"}
     rel = duckdb.read_csv(
-        str(path), header=False, sep="\x01", quotechar="", escapechar="", columns={"line": "VARCHAR"}
+        str(path), header=False, sep="\x01", quotechar="", escapechar="", columns=columns
     )
     return rel.aggregate("count(*)").fetchall()[0][0]
 

@@ -141,3 +141,15 @@ def test_unknown_time_zone_is_a_clear_input_error(tmp_path):
     path = REAL / "nvidia-smi_query-gpu_noheader_nounits_A5000_custom_header.csv"
     with pytest.raises(InputError, match="unknown time zone"):
         ingest([path], tmp_path / "ds", options=IngestOptions(tz="Mars/Olympus"))
+
+
+def test_csv_nan_cells_are_null_not_out_of_range(tmp_path):
+    path = tmp_path / "nan.csv"
+    path.write_text(
+        "timestamp, index, utilization.gpu [%]\n"
+        "2025/03/01 08:00:00.000, 0, NaN\n"
+        "2025/03/01 08:00:01.000, 0, 7 %\n"
+    )
+    samples, quarantine, _ = ingest_file(path, tmp_path / "ds")
+    assert samples["util_gpu"].to_list() == [None, 7]
+    assert quarantine.height == 0

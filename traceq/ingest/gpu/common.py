@@ -120,6 +120,7 @@ def range_check(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     cols = [c for c in RANGES if c in frame.columns]
     if not cols:
         return frame, pl.DataFrame()
+    frame = frame.with_columns(pl.col(cols).fill_nan(None))  # NaN means no value
     bad = {c: ~pl.col(c).is_between(*RANGES[c]) for c in cols}
     reason = pl.concat_str(
         [

@@ -137,12 +137,11 @@ class PromReader:
         if last.len():
             self.scrape_ts = int(last[-1])
         rest = block.filter(~is_sep)
-        meta = rest.filter(line.str.contains(META))
-        comments = rest.filter(line.str.starts_with("#") & ~line.str.contains(META))
-        if comments.height:
-            self.unrecognised["comment line"] += comments.height
+        # HELP / TYPE lines describe series; they are not records
+        comments = rest.filter(line.str.starts_with("#") & ~line.str.contains(META)).height
+        if comments:
+            self.unrecognised["comment line"] += comments
         rest = rest.filter(~line.str.starts_with("#"))
-        del meta
         parsed = rest.with_columns(line.str.extract_groups(SAMPLE).alias("_m")).unnest("_m")
         broken = parsed.filter(pl.col("name").is_null())
         if broken.height:

@@ -136,6 +136,7 @@ class JsonReader:
             self.bad(where, "series without metric / values", series)
             return
         self.series += 1
+        metric = {str(k): str(v) for k, v in metric.items()}  # labels are strings
         name = metric.get("__name__", "")
         ok = [p for p in points if isinstance(p, list) and len(p) == 2 and _ns(p[0]) is not None]
         for j, p in enumerate(points):

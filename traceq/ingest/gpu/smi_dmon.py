@@ -104,6 +104,10 @@ class DmonReader:
                 self._rows_in_block += rows.height
                 self._rows(rows)
 
+    def finish(self) -> None:
+        if self.names is not None and self._rows_in_block == 0:
+            self.empty_blocks += 1  # the last header block had no rows
+
     def _rows(self, rows: pl.DataFrame) -> None:
         if self.names is None:
             self.writer.write("quarantine", quarantine_rows(rows, "dmon row before any header"))
@@ -183,8 +187,7 @@ def ingest(
     with source.open() as stream:
         for block in iter_blocks(stream, progress):
             reader.read_block(block)
-    if reader.names is not None and reader._rows_in_block == 0:
-        reader.empty_blocks += 1
+    reader.finish()
     assumptions: dict[str, Any] = {"tz": options.tz}
     if reader.clockless:
         finish_clockless(writer, reader.clock)

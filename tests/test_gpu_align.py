@@ -124,3 +124,28 @@ def test_views_are_empty_without_gpu_samples_or_without_requests(tmp_path):
     con = traceq.open(gpu_only)
     assert con.sql("SELECT count(*) FROM request_gpu").fetchall() == [(0,)]
     assert con.sql("SELECT count(*) FROM gpu_state").fetchall() == [(2,)]
+
+
+def test_engine_stats_get_the_gpu_state_in_force(tmp_path):
+    path = tmp_path / "scrapes.prom"
+    path.write_text(scrapes(["node-a", "node-b"]))
+    ds = tmp_path / "ds"
+    ingest([path], ds)
+    writer = Dataset(ds).writer("engine00000000000")
+    stats = pl.DataFrame(
+        {
+            "ts": [T0 + 3_500 * MS, T0 + 7 * NS, T0 - NS],
+            "instance": ["node-b", "node-a", "node-a"],
+            "engine": [0, 0, 0],
+            "running": [4, 8, 0],
+            "waiting": [10, 0, 0],
+        }
+    )
+    writer.write("engine_stats", stats)
+    writer.commit({"path": "engine", "format": "test", "clock_domain": "unix_ns"})
+    out = traceq.open(ds).sql("SELECT * FROM engine_gpu ORDER BY ts").pl()
+    assert out.select("instance", "n_gpus", "util_gpu", "waiting").rows() == [
+        ("node-a", 0, None, 0),  # before the first GPU sample
+        ("node-b", 1, 31.0, 10),  # the sample at 3 s of node-b
+        ("node-a", 1, 70.0, 0),  # a stats sample exactly at a GPU sample time
+    ]

@@ -199,3 +199,72 @@ SELECT
 FROM decodes AS d
 LEFT JOIN per_request AS p
     ON p.request_id = d.request_id AND p.source_id IS NOT DISTINCT FROM d.source_id;
+
+-- @view engine_gpu
+-- Each engine_stats sample with the GPU state in force at its time: the samples of the
+-- instance's GPUs whose interval (gpu_state) contains engine_stats.ts, averaged over the
+-- GPUs. Host matching as in request_gpu. Answers "was the GPU busy while requests waited?".
+CREATE OR REPLACE VIEW engine_gpu AS
+WITH hosts AS (
+    SELECT count(DISTINCT coalesce(host, '')) AS n_hosts, list(DISTINCT host) AS names
+    FROM gpu_state
+),
+moments AS (
+    -- GPU state depends only on the time and the instance
+    SELECT DISTINCT ts, instance FROM engine_stats
+),
+matched AS (
+    SELECT
+        e.ts,
+        e.instance,
+        count(g.ts) AS n_gpus,
+        avg(g.util_gpu) AS util_gpu,
+        avg(g.sm_active) AS sm_active,
+        avg(g.tensor_active) AS tensor_active,
+        avg(g.dram_active) AS dram_active,
+        avg(g.power_w) AS power_w,
+        avg(g.sm_clock_mhz) AS sm_clock_mhz
+    FROM moments AS e
+    CROSS JOIN hosts AS h
+    JOIN gpu_state AS g
+        ON g.ts <= e.ts
+        AND g.ts_end > e.ts
+        AND (
+            g.host = e.instance
+            OR (h.n_hosts = 1 AND NOT coalesce(list_contains(h.names, e.instance), false))
+        )
+    GROUP BY e.ts, e.instance
+)
+SELECT
+    -- Time of the engine stats sample, ns since the Unix epoch (UTC).
+    e.ts,
+    -- Source file of the engine stats row.
+    e.source_id,
+    -- Serving instance.
+    e.instance,
+    -- Engine index.
+    e.engine,
+    -- Requests running in the engine.
+    e.running,
+    -- Requests waiting.
+    e.waiting,
+    -- GPU KV-cache usage (ratio 0-1).
+    e.kv_usage,
+    -- Generation throughput (tokens/s).
+    e.gen_tps,
+    -- GPUs with a sample in force at ts.
+    coalesce(m.n_gpus, 0) AS n_gpus,
+    -- Mean GPU utilisation (%).
+    m.util_gpu,
+    -- Mean SM activity (ratio 0-1).
+    m.sm_active,
+    -- Mean tensor-pipe activity (ratio 0-1).
+    m.tensor_active,
+    -- Mean DRAM activity (ratio 0-1).
+    m.dram_active,
+    -- Mean power per GPU (W).
+    m.power_w,
+    -- Mean SM clock (MHz).
+    m.sm_clock_mhz
+FROM engine_stats AS e
+LEFT JOIN matched AS m ON m.ts = e.ts AND m.instance IS NOT DISTINCT FROM e.instance;

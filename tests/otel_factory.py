@@ -98,9 +98,8 @@ def make_spans(specs: list[RequestSpec], service: str = "vllm-server") -> list[R
             child = tracer.start_span(name, context=ctx, start_time=start)
             child.end(end_time=end)
         for i, ts in enumerate(spec.tokens):
-            attrs = (
-                {} if spec.token_counts is None else {"gen_ai.token.count": spec.token_counts[i]}
-            )
+            counts = spec.token_counts
+            attrs = {} if counts is None else {"gen_ai.token.count": counts[i]}
             span.add_event("gen_ai.token", attrs, timestamp=ts)
         if spec.error:
             span.set_status(Status(StatusCode.ERROR, spec.error))

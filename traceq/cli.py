@@ -193,7 +193,8 @@ def demo_cmd(dataset: str | None) -> None:
         raise Failure(f"{SAMPLE_TRACES} not found (run from a source checkout)")
     target = Path(dataset or tempfile.mkdtemp(prefix="traceq-demo-")) / "demo.tq"
     try:
-        results = ingest([SAMPLE_TRACES], target)
+        # The scenario folders, not the README beside them.
+        results = ingest(sorted(p for p in SAMPLE_TRACES.iterdir() if p.is_dir()), target)
     except (InputError, DatasetError) as exc:
         raise Failure(str(exc)) from exc
     _print_results(results)

@@ -42,6 +42,9 @@ class Dataset:
         self.root = Path(root)
         if create:
             self.root.mkdir(parents=True, exist_ok=True)
+            if not (self.root / MANIFEST).is_file():
+                with self._locked():
+                    self._write_manifest(self.manifest())
         elif not (self.root / MANIFEST).is_file():
             msg = f"{self.root} is not a traceq dataset (no {MANIFEST})"
             raise DatasetError(msg)

@@ -112,6 +112,7 @@ def ingest(
     for path, explicit in files:
         if explicit:
             _check_readable(path)
+            Source(path).head  # noqa: B018 - raises InputError when it cannot be decompressed
             if fmt == "auto" and _detect(Source(path), fmt)[0] is None:
                 msg = f"{path}: unrecognised format (name one with --format)"
                 raise InputError(msg)
@@ -142,7 +143,10 @@ def _ingest_one(
         family, found = (None, None) if source.size == 0 else _detect(source, fmt)
         if family is None:
             reason = "empty file" if source.size == 0 else "no ingester recognises this file"
-            raw = source.head[:RAW_LIMIT].decode("utf-8", "replace") if source.size else ""
+            try:
+                raw = source.head[:RAW_LIMIT].decode("utf-8", "replace")
+            except InputError as exc:
+                reason, raw = str(exc), ""
             writer.write(
                 "quarantine", pl.DataFrame([{"location": "file", "reason": reason, "raw": raw}])
             )
@@ -151,6 +155,9 @@ def _ingest_one(
         else:
             entry |= {"format": found}
             entry |= family.ingest(source, writer, found, options, progress)
+            if source.errors:
+                rows = [{"location": "file", "reason": e, "raw": ""} for e in source.errors]
+                writer.write("quarantine", pl.DataFrame(rows))
             status = "ingested"
         committed = writer.commit(entry)
     except BaseException:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -15,16 +16,53 @@ import zstandard
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 HEAD_BYTES = 64 * 1024
+READ_BYTES = 16 * 1024
 
 
 class InputError(Exception):
     """An input that cannot be read at all (exit code 2): missing, empty, unknown format."""
 
 
+DECOMPRESS_ERRORS = (OSError, EOFError, zlib.error, zstandard.ZstdError)
+
+
+class _Guarded(io.RawIOBase):
+    """A decompressing stream whose corruption ends the stream instead of raising.
+
+    Records read before the damage are kept; the driver quarantines the rest using `error`.
+    """
+
+    def __init__(self, inner: BinaryIO) -> None:
+        self.inner = inner
+        self.error: str | None = None
+        self.offset = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        if self.error:
+            return 0
+        try:
+            # Small reads: a decompressor that hits damage loses the data of the failing call.
+            data = self.inner.read(min(len(buffer), READ_BYTES))
+        except DECOMPRESS_ERRORS as exc:
+            at = self.offset
+            self.error = f"compressed data is corrupt or truncated after {at} bytes ({exc})"
+            return 0
+        buffer[: len(data)] = data
+        self.offset += len(data)
+        return len(data)
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
 @dataclass
 class Source:
     path: Path
-    options: dict = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
 
     @cached_property
     def size(self) -> int:
@@ -53,22 +91,44 @@ class Source:
             return "zstd"
         return None
 
-    def open(self) -> BinaryIO:
-        """The decompressed content as a binary stream."""
+    def _open_raw(self) -> BinaryIO:
         raw = open(self.path, "rb")  # noqa: SIM115 - handed to the caller
         if self.compression == "gzip":
             return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
         if self.compression == "zstd":
-            reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
-            return io.BufferedReader(reader)  # type: ignore[arg-type]
+            return zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)  # type: ignore[return-value]
         return raw
+
+    def open(self) -> BinaryIO:
+        """The decompressed content as a buffered binary stream (with `peek`).
+
+        Damage in compressed data ends the stream early and is recorded in `errors`.
+        """
+        if self.compression is None:
+            return self._open_raw()
+        guarded = _Guarded(self._open_raw())
+        stream = io.BufferedReader(guarded, buffer_size=1 << 20)
+        original_close = stream.close
+
+        def close() -> None:
+            if guarded.error:
+                self.errors.append(guarded.error)
+            original_close()
+
+        stream.close = close  # type: ignore[method-assign]
+        return stream  # type: ignore[return-value]
 
     @cached_property
     def head(self) -> bytes:
         """The first decompressed bytes, for format sniffing."""
         try:
-            with self.open() as fh:
-                return fh.read(HEAD_BYTES)
-        except (OSError, EOFError, zstandard.ZstdError) as exc:
+            guarded = _Guarded(self._open_raw())
+        except DECOMPRESS_ERRORS as exc:
             msg = f"{self.path}: cannot decompress ({exc})"
             raise InputError(msg) from exc
+        with io.BufferedReader(guarded) as fh:
+            head = fh.read(HEAD_BYTES)
+        if guarded.error and not head:
+            msg = f"{self.path}: cannot decompress ({guarded.error})"
+            raise InputError(msg)
+        return head

@@ -165,15 +165,15 @@ per_request AS (
 )
 SELECT
     -- Request id (request_phases.request_id).
-    d.request_id,
+    d.request_id AS request_id,
     -- Source file of the request row.
-    d.source_id,
+    d.source_id AS source_id,
     -- Serving instance of the request.
-    d.instance,
+    d.instance AS instance,
     -- Decode start = first token, ns since the Unix epoch (UTC).
-    d.t_first_token,
+    d.t_first_token AS t_first_token,
     -- Decode end = last token (ns).
-    d.t_last_token,
+    d.t_last_token AS t_last_token,
     -- Decode duration (ms).
     d.decode_ns / 1e6 AS decode_ms,
     -- GPU samples overlapping the decode (all matched GPUs).
@@ -181,21 +181,21 @@ SELECT
     -- GPUs matched.
     coalesce(p.n_gpus, 0) AS n_gpus,
     -- Mean GPU utilisation during decode (%).
-    p.util_gpu,
+    p.util_gpu AS util_gpu,
     -- Mean SM activity during decode (ratio 0-1).
-    p.sm_active,
+    p.sm_active AS sm_active,
     -- Mean tensor-pipe activity during decode (ratio 0-1).
-    p.tensor_active,
+    p.tensor_active AS tensor_active,
     -- Mean DRAM activity during decode (ratio 0-1).
-    p.dram_active,
+    p.dram_active AS dram_active,
     -- Mean power per GPU during decode (W).
-    p.power_w,
+    p.power_w AS power_w,
     -- Mean SM clock during decode (MHz).
-    p.sm_clock_mhz,
+    p.sm_clock_mhz AS sm_clock_mhz,
     -- Mean memory clock during decode (MHz).
-    p.mem_clock_mhz,
+    p.mem_clock_mhz AS mem_clock_mhz,
     -- Highest frame-buffer use during decode (MiB).
-    p.fb_used_max_mib
+    p.fb_used_max_mib AS fb_used_max_mib
 FROM decodes AS d
 LEFT JOIN per_request AS p
     ON p.request_id = d.request_id AND p.source_id IS NOT DISTINCT FROM d.source_id;
@@ -237,34 +237,34 @@ matched AS (
 )
 SELECT
     -- Time of the engine stats sample, ns since the Unix epoch (UTC).
-    e.ts,
+    e.ts AS ts,
     -- Source file of the engine stats row.
-    e.source_id,
+    e.source_id AS source_id,
     -- Serving instance.
-    e.instance,
+    e.instance AS instance,
     -- Engine index.
-    e.engine,
+    e.engine AS engine,
     -- Requests running in the engine.
-    e.running,
+    e.running AS running,
     -- Requests waiting.
-    e.waiting,
+    e.waiting AS waiting,
     -- GPU KV-cache usage (ratio 0-1).
-    e.kv_usage,
+    e.kv_usage AS kv_usage,
     -- Generation throughput (tokens/s).
-    e.gen_tps,
+    e.gen_tps AS gen_tps,
     -- GPUs with a sample in force at ts.
     coalesce(m.n_gpus, 0) AS n_gpus,
     -- Mean GPU utilisation (%).
-    m.util_gpu,
+    m.util_gpu AS util_gpu,
     -- Mean SM activity (ratio 0-1).
-    m.sm_active,
+    m.sm_active AS sm_active,
     -- Mean tensor-pipe activity (ratio 0-1).
-    m.tensor_active,
+    m.tensor_active AS tensor_active,
     -- Mean DRAM activity (ratio 0-1).
-    m.dram_active,
+    m.dram_active AS dram_active,
     -- Mean power per GPU (W).
-    m.power_w,
+    m.power_w AS power_w,
     -- Mean SM clock (MHz).
-    m.sm_clock_mhz
+    m.sm_clock_mhz AS sm_clock_mhz
 FROM engine_stats AS e
 LEFT JOIN matched AS m ON m.ts = e.ts AND m.instance IS NOT DISTINCT FROM e.instance;

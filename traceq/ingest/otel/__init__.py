@@ -42,6 +42,7 @@ _OUTPUTS = {
     "otel_duplicates": "quarantine",
 }
 _STAGES = ("stage_spans", "stage_tokens", "stage_events")
+FINALIZE_MEMORY = "512MB"
 
 
 def sniff(source: Source) -> str | None:
@@ -97,6 +98,7 @@ def _finalize(writer: SourceWriter, schemas: dict[str, pl.Schema]) -> None:
     con = duckdb.connect()
     con.execute("SET temp_directory = ?", [str(writer.scratch / "duckdb.tmp")])
     con.execute("SET preserve_insertion_order = false")
+    con.execute("SET memory_limit = ?", [FINALIZE_MEMORY])  # spills beyond: bounded RSS
     empty = {}
     for stage in _STAGES:
         writer.close(stage)

@@ -139,11 +139,23 @@ def iter_span_frames(
                 .list.eval(pl.element().filter(pl.element().struct.field("key") == "event"))
                 .list.first()
                 .struct.field("value"),
-                attributes=_as_key_values(
-                    pl.element()
+                n_tokens=pl.element()
+                .struct.field("fields")
+                .list.eval(
+                    pl.element().filter(pl.element().struct.field("key") == "gen_ai.token.count")
+                )
+                .list.first()
+                .struct.field("value")
+                .cast(pl.Float64, strict=False)
+                .cast(pl.Int64, strict=False),
+                attributes=pl.struct(
+                    fields=pl.element()
                     .struct.field("fields")
                     .list.eval(pl.element().filter(pl.element().struct.field("key") != "event"))
-                ),
+                )
+                .struct.json_encode()
+                .str.slice(10)
+                .str.strip_suffix("}"),
             )
         ),
     )

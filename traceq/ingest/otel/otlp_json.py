@@ -8,6 +8,7 @@ Only a block that polars rejects is re-read line by line to quarantine the bad l
 from __future__ import annotations
 
 import io
+import itertools
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
@@ -31,7 +32,7 @@ _SPAN = pl.Struct(
         "endTimeUnixNano": pl.String,
         "attributes": KEY_VALUES,
         "events": pl.List(
-            pl.Struct({"timeUnixNano": pl.String, "name": pl.String, "attributes": KEY_VALUES})
+            pl.Struct({"timeUnixNano": pl.String, "name": pl.String, "attributes": pl.String})
         ),
         "status": pl.Struct({"code": pl.String, "message": pl.String}),
     }
@@ -59,6 +60,22 @@ def _resource_attr(key: str) -> pl.Expr:
         .list.first()
         .struct.field("value")
         .struct.field("stringValue")
+    )
+
+
+# `{"key":"gen_ai.token.count","value":{"intValue":"2"}}` inside an event's raw attributes.
+_TOKEN_COUNT = (
+    r'"key"\s*:\s*"gen_ai\.token\.count"\s*,\s*"value"\s*:\s*\{\s*'
+    r'"(?:intValue|doubleValue)"\s*:\s*"?(-?[0-9][0-9.eE+-]*)'
+)
+
+
+def token_count(attributes: pl.Expr) -> pl.Expr:
+    """`gen_ai.token.count` of an event from its raw attributes JSON (null when absent)."""
+    return (
+        attributes.str.extract(_TOKEN_COUNT, 1)
+        .cast(pl.Float64, strict=False)
+        .cast(pl.Int64, strict=False)
     )
 
 
@@ -114,6 +131,7 @@ def documents_to_spans(docs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
             pl.struct(
                 ts=pl.element().struct.field("timeUnixNano").cast(pl.Int64, strict=False),
                 name=pl.element().struct.field("name"),
+                n_tokens=token_count(pl.element().struct.field("attributes")),
                 attributes=pl.element().struct.field("attributes"),
             )
         ),
@@ -226,19 +244,31 @@ def read_document(data: bytes) -> list[bytes] | None:
 def iter_span_frames(
     stream: BinaryIO, quarantine: Quarantine, progress: Callable[[int], None]
 ) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]:
-    """Span frames (and no-span documents) of an OTLP/JSON stream, block by block."""
-    head = stream.peek(1 << 16) if hasattr(stream, "peek") else b""
-    first_line = head.split(b"\n", 1)[0]
-    if head.lstrip()[:1] in (b"{", b"[") and not _parses(first_line):
-        data = stream.read(DOCUMENT_LIMIT + 1)
-        progress(len(data))
-        lines = read_document(data) if len(data) <= DOCUMENT_LIMIT else None
-        blocks = [(b"\n".join(lines) + b"\n", 1)] if lines else iter_blocks(io.BytesIO(data), _noop)
-        for block, first in blocks:
-            yield documents_to_spans(_read_block(block, first, quarantine))
+    """Span frames (and no-span documents) of an OTLP/JSON stream, block by block.
+
+    A file whose first line is not a whole JSON value is taken for one (pretty-printed)
+    document and parsed whole, up to DOCUMENT_LIMIT; if that fails it is read as lines.
+    """
+    blocks = iter_blocks(stream, progress)
+    first = next(blocks, None)
+    if first is None:
         return
-    for block, first in iter_blocks(stream, progress):
-        yield documents_to_spans(_read_block(block, first, quarantine))
+    held = [first]
+    text = first[0]
+    if text.lstrip()[:1] in (b"{", b"[") and not _parses(text.split(b"\n", 1)[0]):
+        size = len(text)
+        for block in blocks:
+            held.append(block)
+            size += len(block[0])
+            if size > DOCUMENT_LIMIT:
+                break
+        else:
+            lines = read_document(b"".join(b for b, _ in held))
+            if lines:
+                yield documents_to_spans(_read_block(b"\n".join(lines) + b"\n", 1, quarantine))
+                return
+    for block, first_line in itertools.chain(held, blocks):
+        yield documents_to_spans(_read_block(block, first_line, quarantine))
 
 
 def _parses(line: bytes) -> bool:
@@ -247,7 +277,3 @@ def _parses(line: bytes) -> bool:
     except orjson.JSONDecodeError:
         return False
     return True
-
-
-def _noop(_: int) -> None:
-    pass

@@ -1,0 +1,118 @@
+"""The traceq command as a user runs it: output formats, read-only SQL, exit codes."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.otel_factory import MS, T0, RequestSpec, make_spans, write_otlp_json
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cli")
+    specs = [
+        RequestSpec(
+            f"r{i}",
+            arrival=T0 + i * MS,
+            tokens=[T0 + i * MS + 10 * MS, T0 + i * MS + 30 * MS],
+            attributes={"gen_ai.request.id": f"r{i}"},
+        )
+        for i in range(4)
+    ]
+    src = write_otlp_json(make_spans(specs), tmp / "t.jsonl")
+    result = traceq_cli("ingest", str(src), "-o", str(tmp / "ds"))
+    assert result.returncode == 0, result.stderr
+    assert "4 requests, 8 tokens, 4 spans; 0 quarantined" in result.stdout
+    return tmp / "ds"
+
+
+def traceq_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "traceq", *args], capture_output=True, text=True, check=False
+    )
+
+
+def test_sql_formats(dataset):
+    query = "SELECT request_id, ttft_ms FROM request_phases ORDER BY request_id"
+    as_json = traceq_cli("sql", str(dataset), query, "--format", "json")
+    rows = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert rows == [{"request_id": f"r{i}", "ttft_ms": 10.0} for i in range(4)]
+    as_csv = traceq_cli("sql", str(dataset), query, "--format", "csv")
+    assert list(csv.reader(io.StringIO(as_csv.stdout)))[0:2] == [
+        ["request_id", "ttft_ms"],
+        ["r0", "10.0"],
+    ]
+    table = traceq_cli("sql", str(dataset), query)
+    assert table.returncode == 0
+    assert "| request_id | ttft_ms |" in table.stdout and "| r3" in table.stdout
+
+
+def test_sql_params(dataset):
+    result = traceq_cli(
+        "sql",
+        str(dataset),
+        "SELECT count(*) AS n FROM token_gaps WHERE tbt_ms > $floor",
+        "--param",
+        "floor=15",
+        "--format",
+        "json",
+    )
+    assert json.loads(result.stdout) == {"n": 4}
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "CREATE TABLE x AS SELECT 1",
+        "COPY requests TO '/tmp/traceq-escape.csv'",
+        "INSTALL httpfs",
+        "ATTACH 'other.db'",
+        "SELECT * FROM read_text('/etc/hostname')",
+        "SELECT 1; SELECT 2",
+    ],
+)
+def test_sql_is_read_only(dataset, query):
+    result = traceq_cli("sql", str(dataset), query)
+    assert result.returncode == 2
+    assert result.stderr.startswith("traceq: error:")
+    assert "Traceback" not in result.stderr
+
+
+def test_sql_on_a_missing_dataset(tmp_path):
+    result = traceq_cli("sql", str(tmp_path / "nope"), "SELECT 1")
+    assert result.returncode == 2
+    assert "is not a traceq dataset" in result.stderr
+
+
+def test_usage_errors_exit_2(tmp_path):
+    assert traceq_cli("ingest").returncode == 2
+    assert traceq_cli("sql", str(tmp_path), "SELECT 1", "--param", "oops").returncode == 2
+    result = traceq_cli("ingest", str(tmp_path), "-o", str(tmp_path / "d"), "--format", "xml")
+    assert result.returncode == 2 and "unknown format" in result.stderr
+
+
+def test_formats_lists_the_otel_readers():
+    out = traceq_cli("formats").stdout
+    for name in ("otlp-json", "otlp-proto", "jaeger-json"):
+        assert name in out
+
+
+def test_explicit_format_overrides_sniffing(tmp_path, dataset):
+    specs = [RequestSpec("x", tokens=[T0 + MS], attributes={"gen_ai.request.id": "x"})]
+    src = write_otlp_json(make_spans(specs), tmp_path / "traces.txt")
+    result = traceq_cli("ingest", str(src), "-o", str(tmp_path / "d"), "--format", "otlp-json")
+    assert result.returncode == 0 and "otlp-json: 1 requests" in result.stdout
+
+
+def test_demo_runs_on_the_bundled_sample_traces(tmp_path):
+    result = traceq_cli("demo", "-o", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "latency (ms)" in result.stdout and "ttft_ms" in result.stdout
+    total = next(line for line in result.stdout.splitlines() if line.startswith("total:"))
+    assert total.endswith("; 0 quarantined")

@@ -2,8 +2,9 @@
 
 Generates (under /tmp, never committed) an nvidia-smi --query-gpu CSV and a dcgm-exporter
 multi-scrape file, ingests each with traceq, and reads the same file plainly with polars and
-DuckDB (lines / CSV cells, no parsing of values). Reports samples per second and the ratio
-traceq time / plain-read time, at two or more sizes so linear scaling shows.
+DuckDB (CSV cells / whole lines, no parsing of values), each in a fresh process so its peak RSS
+is its own. Reports samples per second, peak RSS and the ratio traceq time / plain-read time,
+at two or more sizes so linear scaling (and flat memory) shows.
 
     python bench/gpu_ingest.py --csv-rows 1000000 2000000 --scrape-mb 50 100
 """
@@ -11,17 +12,16 @@ traceq time / plain-read time, at two or more sizes so linear scaling shows.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-import duckdb
 import polars as pl
-
-from traceq.ingest import ingest
 
 GPUS = 8
 T0 = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)
@@ -96,47 +96,56 @@ def write_scrapes(path: Path, megabytes: int) -> int:
     return scrapes
 
 
-def timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+# Each runner gets argv[1] (the file) and argv[2] (a scratch path) in a fresh process, so the
+# peak RSS it prints is its own.
+RUNNERS = {
+    "traceq": "import traceq,sys; traceq.ingest([sys.argv[1]], sys.argv[2])",
+    "polars read_csv": "import polars as pl,sys; pl.read_csv(sys.argv[1])",
+    "duckdb read_csv": (
+        "import duckdb,sys; duckdb.read_csv(sys.argv[1]).aggregate('count(*)').fetchall()"
+    ),
+    # every line as one string column: the least any line-based parser must do
+    "polars lines": (
+        "import polars as pl,sys; pl.read_csv(sys.argv[1], has_header=False, separator=chr(1),"
+        " quote_char=None, new_columns=['line'])"
+    ),
+    "duckdb lines": (
+        "import duckdb,sys; duckdb.read_csv(sys.argv[1], header=False, sep=chr(1), "
+        "quotechar='', escapechar='', columns={'line': 'VARCHAR'}).aggregate('count(*)')"
+        ".fetchall()"
+    ),
+}
 
 
-def plain_polars_lines(path: Path) -> int:
-    """Every line of the file as one string column (no parsing)."""
-    return pl.read_csv(
-        path, has_header=False, separator="\x01", quote_char=None, new_columns=["line"]
-    ).height
-
-
-def plain_duckdb_lines(path: Path) -> int:
-    columns = {"line": "VARCHAR"}
-    rel = duckdb.read_csv(
-        str(path), header=False, sep="\x01", quotechar="", escapechar="", columns=columns
+def run_one(name: str, src: Path, scratch: Path) -> tuple[float, float]:
+    """(seconds, peak RSS MiB) of one runner in a fresh process."""
+    code = (
+        RUNNERS[name]
+        + "; import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
     )
-    return rel.aggregate("count(*)").fetchall()[0][0]
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(src), str(scratch)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    seconds = time.perf_counter() - start
+    return seconds, int(done.stdout.strip().splitlines()[-1]) / 1024
 
 
-def plain_polars_csv(path: Path) -> int:
-    return pl.read_csv(path).height
-
-
-def plain_duckdb_csv(path: Path) -> int:
-    return duckdb.read_csv(str(path)).aggregate("count(*)").fetchall()[0][0]
-
-
-def run(label: str, path: Path, samples: int, fmt: str, plains: dict) -> None:
+def run(label: str, path: Path, samples: int, references: list[str]) -> None:
     size = path.stat().st_size
     work = Path(tempfile.mkdtemp(prefix="traceq-bench-", dir="/tmp"))
     try:
-        t_ingest = timed(lambda: ingest([path], work / "ds", fmt=fmt))
+        t_ingest, rss = run_one("traceq", path, work / "ds")
+        line = f"| {label} | {size / 2**20:,.0f} MiB | {samples:,} | {t_ingest:.2f} s "
+        line += f"({rss:,.0f} MiB) | {samples / t_ingest:,.0f} |"
+        for name in references:
+            t, ref_rss = run_one(name, path, work / name.replace(" ", "_"))
+            line += f" {t:.2f} s ({ref_rss:,.0f} MiB), traceq ×{t_ingest / t:.1f} |"
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    line = f"| {label} | {size / 2**20:,.0f} MiB | {samples:,} | {t_ingest:.2f} s | "
-    line += f"{samples / t_ingest:,.0f} |"
-    for name, fn in plains.items():
-        t = timed(lambda fn=fn: fn(path))
-        line += f" {name} {t:.2f} s (×{t_ingest / t:.1f}) |"
     print(line, flush=True)
 
 
@@ -147,21 +156,22 @@ def main() -> None:
     parser.add_argument("--dir", default="/tmp")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="traceq-gpu-bench-", dir=args.dir))
-    print("| input | size | samples | traceq ingest | samples/s | plain reads (traceq ×) |")
-    print("|---|---|---|---|---|---|")
+    print(f"cores: {os.cpu_count()}, load average: {os.getloadavg()[0]:.1f}")
+    print("| input | size | samples | traceq (peak RSS) | samples/s | polars | DuckDB |")
+    print("|---|---|---|---|---|---|---|")
     try:
         for rows in args.csv_rows:
             path = tmp / f"smi_{rows}.csv"
             write_csv(path, rows)
-            plains = {"polars read_csv": plain_polars_csv, "duckdb read_csv": plain_duckdb_csv}
-            run(f"nvidia-smi CSV {rows:,} rows", path, rows, "nvidia-smi-csv", plains)
+            refs = ["polars read_csv", "duckdb read_csv"]
+            run(f"nvidia-smi CSV {rows:,} rows", path, rows, refs)
             path.unlink()
         for mb in args.scrape_mb:
             path = tmp / f"scrapes_{mb}.prom"
             scrapes = write_scrapes(path, mb)
-            plains = {"polars lines": plain_polars_lines, "duckdb lines": plain_duckdb_lines}
             values = scrapes * GPUS * len(DCGM_METRICS)
-            run(f"DCGM multi-scrape {scrapes:,} scrapes", path, values, "dcgm-prom", plains)
+            refs = ["polars lines", "duckdb lines"]
+            run(f"DCGM multi-scrape {scrapes:,} scrapes", path, values, refs)
             path.unlink()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

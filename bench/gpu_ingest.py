@@ -47,29 +47,31 @@ DCGM_METRICS = [
 ]
 
 
-def write_csv(path: Path, rows: int) -> None:
-    """nvidia-smi CSV with units: 8 GPUs per timestamp, 100 ms apart (built in polars)."""
-    n = pl.int_range(rows, eager=True)
-    k = n // GPUS
-    frame = pl.DataFrame({"n": n}).select(
-        timestamp=(pl.lit(T0.replace(tzinfo=None)) + pl.duration(milliseconds=k * 100)).dt.strftime(
-            "%Y/%m/%d %H:%M:%S%.3f"
-        ),
-        index=(n % GPUS).cast(pl.String),
-        util=(k % 100).cast(pl.String) + " %",
-        mem=(70000 + k % 1000).cast(pl.String) + " MiB",
-        power=(300 + (k % 300) / 4).cast(pl.String) + " W",
-        temp=(50 + k % 30).cast(pl.String),
-        clock=pl.lit("1980 MHz"),
-    )
+def write_csv(path: Path, rows: int, chunk: int = 1_000_000) -> None:
+    """nvidia-smi CSV with units: 8 GPUs per timestamp, 100 ms apart (built in polars, in
+    chunks so the generator's own memory stays small)."""
     header = (
         "timestamp, index, utilization.gpu [%], memory.used [MiB], power.draw [W], "
         "temperature.gpu, clocks.current.sm [MHz]\n"
     )
     with open(path, "w") as fh:
         fh.write(header)
-    with open(path, "a") as fh:
-        frame.write_csv(fh, include_header=False, separator=",", quote_style="never")
+        for lo in range(0, rows, chunk):
+            n = pl.int_range(lo, min(rows, lo + chunk), eager=True)
+            k = n // GPUS
+            start = pl.lit(T0.replace(tzinfo=None))
+            frame = pl.DataFrame({"n": n}).select(
+                timestamp=(start + pl.duration(milliseconds=k * 100)).dt.strftime(
+                    "%Y/%m/%d %H:%M:%S%.3f"
+                ),
+                index=(n % GPUS).cast(pl.String),
+                util=(k % 100).cast(pl.String) + " %",
+                mem=(70000 + k % 1000).cast(pl.String) + " MiB",
+                power=(300 + (k % 300) / 4).cast(pl.String) + " W",
+                temp=(50 + k % 30).cast(pl.String),
+                clock=pl.lit("1980 MHz"),
+            )
+            frame.write_csv(fh, include_header=False, separator=",", quote_style="never")
 
 
 def write_scrapes(path: Path, megabytes: int) -> int:
@@ -119,9 +121,9 @@ RUNNERS = {
 
 def run_one(name: str, src: Path, scratch: Path) -> tuple[float, float]:
     """(seconds, peak RSS MiB) of one runner in a fresh process."""
-    code = (
-        RUNNERS[name]
-        + "; import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    # VmHWM, not ru_maxrss: ru_maxrss survives exec, so it would report this parent's peak
+    code = RUNNERS[name] + (
+        "; print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])"
     )
     start = time.perf_counter()
     done = subprocess.run(

@@ -153,3 +153,22 @@ def test_csv_nan_cells_are_null_not_out_of_range(tmp_path):
     samples, quarantine, _ = ingest_file(path, tmp_path / "ds")
     assert samples["util_gpu"].to_list() == [None, 7]
     assert quarantine.height == 0
+
+
+def test_truncated_gzip_scrapes_keep_what_decompressed(tmp_path):
+    import gzip
+    import random
+
+    rng = random.Random(4)
+    parts = []
+    for k in range(20000):
+        parts.append(f"# ts={f.iso(T0 + k * NS)}")
+        labs = {"gpu": "0", "UUID": "GPU-0", "Hostname": "h", "pad": f"{rng.random():.12f}"}
+        parts.append(f.exposition([("DCGM_FI_DEV_GPU_UTIL", labs, k % 100)], help_type=False))
+    data = gzip.compress("\n".join(parts).encode(), compresslevel=1)
+    path = tmp_path / "cut.prom.gz"
+    path.write_bytes(data[: len(data) * 2 // 3])
+    samples, quarantine, _ = ingest_file(path, tmp_path / "ds")
+    assert 0 < samples.height < 20000
+    assert samples["util_gpu"].to_list() == [k % 100 for k in range(samples.height)]
+    assert any("corrupt or truncated" in r for r in quarantine["reason"])

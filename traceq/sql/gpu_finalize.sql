@@ -60,7 +60,8 @@ SELECT
     max(value) FILTER (WHERE col = 'nvlink_tx_bps') AS nvlink_tx_bps,
     max(value) FILTER (WHERE col = 'nvlink_rx_bps') AS nvlink_rx_bps,
     count(*) AS n_values,
-    count(DISTINCT col) AS n_columns
+    -- distinct fields as a bit set: count(DISTINCT col) cannot spill to disk
+    bit_count(bit_or(CAST(1 AS BIGINT) << col_bit)) AS n_columns
 FROM gpu_long_timed
 GROUP BY ts, entity, host, gpu, uuid, mig_instance;
 

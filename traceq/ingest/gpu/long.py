@@ -99,10 +99,14 @@ LONG_SCHEMA = pl.Schema(
         "namespace": pl.String(),
         "container": pl.String(),
         "col": pl.String(),
+        "col_bit": pl.Int8(),
         "value": pl.Float64(),
     }
 )
+# Bit of each staged column in the pivot's duplicate count (< 63 columns).
+COLUMN_BITS = {c: i for i, c in enumerate(sorted(set(FIELDS.values())))}
 STAGE = "gpu_long"
+DUCKDB_MEMORY = "256MB"  # memory the pivot may hold before spilling, whatever the file size
 _RANGES = pl.DataFrame(
     {
         "col": list(RANGES),
@@ -127,7 +131,10 @@ def check_and_stage(writer: SourceWriter, frame: pl.DataFrame) -> int:
         reason = pl.format("value out of range: {}={} outside [{}, {}]", "col", v, "_lo", "_hi")
         writer.write("quarantine", quarantine_rows(flagged, reason))
     n_nan = frame.select(nan.sum()).item()
-    frame = frame.with_columns(value=pl.when(nan | inf | outside).then(None).otherwise(v))
+    frame = frame.with_columns(
+        value=pl.when(nan | inf | outside).then(None).otherwise(v),
+        col_bit=pl.col("col").replace_strict(COLUMN_BITS, return_dtype=pl.Int8),
+    )
     writer.write(STAGE, frame.select([pl.col(c).cast(t) for c, t in LONG_SCHEMA.items()]))
     return int(n_nan)
 
@@ -140,6 +147,8 @@ def finalize(writer: SourceWriter, clock: Clock) -> dict[str, int]:
         return {"duplicate_values": 0, "clockless_values": 0}
     con = duckdb.connect()
     con.execute("SET temp_directory = ?", [str(writer.scratch / "duckdb.tmp")])
+    con.execute("SET memory_limit = ?", [DUCKDB_MEMORY])  # beyond it, DuckDB spills to disk
+    con.execute("SET preserve_insertion_order = false")
     con.read_parquet(str(path)).create_view(STAGE)
     no_time = pl.scan_parquet(path).filter(pl.col("ts").is_null())
     last_k = no_time.select(pl.col("_k").max()).collect().item() or 0

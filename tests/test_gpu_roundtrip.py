@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 
+import click
 import pytest
 
 import traceq
@@ -400,3 +401,36 @@ def test_smi_csv_repeated_field_keeps_the_first(tmp_path):
     assert samples["power_w"].to_list() == [300]
     assert entry["unrecognised"] == {"column:power.draw.instant": 1}
     assert quarantine.height == 0
+
+
+@pytest.mark.parametrize(
+    ("start", "expected"),
+    [("2025-03-01T08:00:00Z", T0), (str(T0), T0), ("2025-03-01 09:00:00.5+01:00", T0 + NS // 2)],
+)
+def test_cli_start_accepts_iso_and_ns(tmp_path, start, expected):
+    from click.testing import CliRunner
+
+    from traceq.cli import cli
+
+    path = tmp_path / "dcgmi.txt"
+    path.write_text(f.dcgmi("dcgmi dmon -e 203", ["GPUTL"], [("GPU 0", ["5"])]))
+    result = CliRunner().invoke(
+        cli, ["ingest", str(path), "-o", str(tmp_path / "ds"), "--start", start]
+    )
+    assert result.exit_code == 0, result.output
+    ts = traceq.open(tmp_path / "ds").sql("SELECT ts FROM gpu_samples").fetchall()
+    assert ts == [(expected,)]
+
+
+def test_cli_rejects_a_bad_start_and_interval(tmp_path):
+    from traceq.cli import cli
+
+    path = tmp_path / "dcgmi.txt"
+    path.write_text(f.dcgmi("dcgmi dmon -e 203", ["GPUTL"], [("GPU 0", ["5"])]))
+    base = ["ingest", str(path), "-o", str(tmp_path / "ds")]
+    for extra, message in [
+        (["--start", "yesterday"], "--start 'yesterday'"),
+        (["--interval", "0"], "--interval must be positive"),
+    ]:
+        with pytest.raises(click.ClickException, match=message):
+            cli.main([*base, *extra], standalone_mode=False)

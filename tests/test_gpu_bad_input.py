@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from tests import gpu_factory as f
@@ -172,3 +174,18 @@ def test_truncated_gzip_scrapes_keep_what_decompressed(tmp_path):
     assert 0 < samples.height < 20000
     assert samples["util_gpu"].to_list() == [k % 100 for k in range(samples.height)]
     assert any("corrupt or truncated" in r for r in quarantine["reason"])
+
+
+def test_local_times_around_dst_changes(tmp_path):
+    path = tmp_path / "dst.csv"
+    path.write_text(
+        "timestamp, index, utilization.gpu [%]\n"
+        "2025/03/30 02:30:00.000, 0, 1 %\n"  # skipped by Berlin's spring-forward
+        "2025/10/26 02:30:00.000, 0, 2 %\n"  # happens twice at the fall-back
+    )
+    samples, quarantine, _ = ingest_file(path, tmp_path / "ds", tz="Europe/Berlin")
+    # the repeated hour is read as its first instant (still CEST, UTC+2)
+    assert samples["ts"].to_list() == [
+        int(datetime(2025, 10, 26, 0, 30, tzinfo=UTC).timestamp()) * NS
+    ]
+    assert quarantine.select("location", "reason").rows() == [("line 2", "unreadable timestamp")]

@@ -334,7 +334,28 @@ def test_prom_json_instant_vector_and_vllm_gauges(tmp_path):
     row = stats.row(0, named=True)
     assert (row["ts"], row["instance"], row["engine"]) == (T0, "vllm-0", 0)
     assert (row["running"], row["waiting"], row["kv_usage"]) == (64, 3, 0.875)
-    assert entry["unrecognised"] == {"metric:vllm:prompt_tokens_total": 1}
+    assert row["prompt_tps"] is None  # a single sample of a counter gives no rate
+    assert entry["unrecognised"] == {}
+
+
+def test_prom_json_vllm_token_counters_become_rates(tmp_path):
+    t = T0 / NS
+    vllm = {"engine": "0", "instance": "vllm-0:8000"}
+    gen = vllm | {"__name__": "vllm:generation_tokens_total"}
+    prompt = vllm | {"__name__": "vllm:prompt_tokens_total"}
+    path = tmp_path / "range.json"
+    path.write_text(
+        f.prom_matrix(
+            [
+                (gen, [(t, "1000"), (t + 15, "2500"), (t + 30, "100")]),  # reset at t+30
+                (prompt, [(t, "0"), (t + 15, "30000"), (t + 30, "30000")]),
+            ]
+        )
+    )
+    ingest_file(path, tmp_path / "ds")
+    stats = traceq.open(tmp_path / "ds").sql("SELECT * FROM engine_stats ORDER BY ts").pl()
+    assert stats["gen_tps"].to_list() == [None, 100.0, None]
+    assert stats["prompt_tps"].to_list() == [None, 2000.0, 0.0]
 
 
 def test_dcgmi_dmon_generated_fields_interval_mig_and_annotations(tmp_path):

@@ -4,8 +4,8 @@ and vLLM metrics → gpu_samples (via `long.py`) and engine_stats.
 Accepted shapes: the API response (`{"status", "data": {"resultType", "result"}}`), its bare
 `data` object, a JSON array of either, or one response per line. The same GPU series scraped
 by two jobs (labels differ only in job / instance) is kept once (the pivot dedupes). vLLM
-gauges (running, waiting, swapped, KV-cache usage, prefix-cache hit rate) become engine_stats
-rows; counters and histograms are counted as unrecognised (no rates are derived from them).
+gauges (running, waiting, swapped, KV-cache usage, prefix-cache hit rate) and token counters
+(as rates) become engine_stats rows; other counters and histograms are counted as unrecognised.
 """
 
 from __future__ import annotations
@@ -34,6 +34,11 @@ VLLM_GAUGES = {
     "vllm:kv_cache_usage_perc": "kv_usage",
     "vllm:cpu_cache_usage_perc": "cpu_kv_usage",
     "vllm:gpu_prefix_cache_hit_rate": "prefix_hit_rate",
+}
+# vLLM token counters: their increase per second between samples is the throughput.
+VLLM_COUNTERS = {
+    "vllm:prompt_tokens_total": "prompt_tps",
+    "vllm:generation_tokens_total": "gen_tps",
 }
 ENGINE_INT = ("running", "waiting", "swapped")
 
@@ -147,6 +152,8 @@ class JsonReader:
             self.gpu_series(where, metric, column, ok)
         elif name in VLLM_GAUGES:
             self.engine_series(metric, VLLM_GAUGES[name], ok)
+        elif name in VLLM_COUNTERS:
+            self.engine_series(metric, "_total_" + VLLM_COUNTERS[name], ok)
         else:
             self.unrecognised[f"metric:{name or '(no __name__)'}"] += len(ok)
 
@@ -206,11 +213,29 @@ class JsonReader:
             stats = stats.with_columns(
                 pl.col(c).cast(pl.Int64) for c in ENGINE_INT if c in value_cols
             )
+            stats = _counter_rates(stats)
             self.writer.write("engine_stats", stats)
             self.engine.clear()
         if self.quarantine:
             self.writer.write("quarantine", pl.DataFrame(self.quarantine))
             self.quarantine.clear()
+
+
+def _counter_rates(stats: pl.DataFrame) -> pl.DataFrame:
+    """`_total_<col>` token counters → `<col>` rates: increase / seconds since the previous
+    sample of the same instance and engine; null on the first sample and after a reset."""
+    totals = [c for c in stats.columns if c.startswith("_total_")]
+    if not totals:
+        return stats
+    stats = stats.sort("instance", "engine", "ts", nulls_last=True)
+    key = ["instance", "engine"]
+    dt_ns = pl.col("ts").diff().over(key)
+    rates = []
+    for c in totals:
+        rise = pl.col(c).diff().over(key)
+        rate = rise * 1e9 / dt_ns  # not rise / (dt_ns / 1e9): that rounds 100 to 99.99…
+        rates.append(pl.when((rise >= 0) & (dt_ns > 0)).then(rate).alias(c.removeprefix("_total_")))
+    return stats.with_columns(rates).drop(totals)
 
 
 def ingest(

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint bench docs
+.PHONY: setup demo test lint bench docs sample-traces large-dataset
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,3 +30,11 @@ bench: setup
 docs: setup
 	$(BIN)/python -m traceq.schema > docs/SCHEMA.md
 	$(BIN)/python -m traceq.docs > docs/VIEWS.md
+
+# Regenerates sample_traces/ bit for bit (seed 1; see docs/SYNTH.md).
+sample-traces: setup
+	$(BIN)/python -m traceq.synth.samples sample_traces
+
+# The benchmark dataset: 1 M requests, > 50 M output tokens, streamed to /tmp/traceq-large.
+large-dataset: setup
+	$(BIN)/traceq synth large -o /tmp/traceq-large

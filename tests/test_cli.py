@@ -113,6 +113,6 @@ def test_explicit_format_overrides_sniffing(tmp_path, dataset):
 def test_demo_runs_on_the_bundled_sample_traces(tmp_path):
     result = traceq_cli("demo", "-o", str(tmp_path))
     assert result.returncode == 0, result.stderr
-    assert "latency (ms)" in result.stdout and "ttft_ms" in result.stdout
-    total = next(line for line in result.stdout.splitlines() if line.startswith("total:"))
-    assert total.endswith("; 0 quarantined")
+    assert "per scenario" in result.stdout and "| healthy " in result.stdout
+    ingested = [line for line in result.stdout.splitlines() if "otlp-json:" in line]
+    assert len(ingested) >= 12 and all(line.endswith("; 0 quarantined") for line in ingested)

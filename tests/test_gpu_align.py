@@ -149,3 +149,25 @@ def test_engine_stats_get_the_gpu_state_in_force(tmp_path):
         ("node-b", 1, 31.0, 10),  # the sample at 3 s of node-b
         ("node-a", 1, 70.0, 0),  # a stats sample exactly at a GPU sample time
     ]
+
+
+def test_nvidia_smi_and_dcgm_samples_of_one_gpu_form_one_series(tmp_path):
+    """nvidia-smi names no host: its samples take the host DCGM gives the same UUID."""
+    ds = tmp_path / "ds"
+    prom = tmp_path / "dcgm.prom"
+    prom.write_text(scrapes(["node-a", "node-b"], n=1))  # UUIDs GPU-node-a, GPU-node-b
+    csv = tmp_path / "smi.csv"
+    samples = [
+        {"timestamp": T0 + k * NS + 500 * MS, "index": 0, "uuid": "GPU-node-a"} | {"u": k}
+        for k in range(3)
+    ]
+    for s in samples:
+        s["utilization.gpu"] = 90 + s.pop("u")
+    csv.write_text(f.smi_csv(samples, ["timestamp", "index", "uuid", "utilization.gpu"]))
+    ingest([prom, csv], ds)
+    add_requests(ds, [request("r", "node-a", 1.2, 1.4)])
+    con = traceq.open(ds)
+    state = con.sql("SELECT host, ts FROM gpu_state WHERE gpu_key = 'GPU-node-a' ORDER BY ts")
+    assert state.fetchall() == [("node-a", T0 + k * 500 * MS) for k in (0, 1, 3, 5)]
+    row = con.sql("SELECT n_gpus, n_gpu_samples, util_gpu FROM request_gpu").fetchall()
+    assert row == [(1, 1, 90.0)]  # the 0.5 s sample is in force until the next, at 1.5 s

@@ -15,7 +15,7 @@ import click
 import duckdb
 
 from traceq import db
-from traceq.dataset import Dataset, DatasetError
+from traceq.dataset import DatasetError
 from traceq.ingest import IngestOptions, IngestResult, InputError, formats, ingest
 from traceq.ingest.otel.spans import SpanConventions
 from traceq.render import render_frame
@@ -184,26 +184,51 @@ def formats_cmd() -> None:
 
 @cli.command("demo")
 @click.option("-o", "--output", "dataset", default=None,
-              help="Dataset directory (default: a fresh temporary one).")  # fmt: skip
+              help="Directory for the datasets (default: a fresh temporary one).")  # fmt: skip
 def demo_cmd(dataset: str | None) -> None:
-    """Ingest the bundled sample_traces/ and summarise what traceq finds."""
+    """Ingest the bundled sample_traces/ (one dataset per scenario) and summarise them."""
     import tempfile
+
+    from traceq.demo import run_demo
 
     if not SAMPLE_TRACES.is_dir():
         raise Failure(f"{SAMPLE_TRACES} not found (run from a source checkout)")
-    target = Path(dataset or tempfile.mkdtemp(prefix="traceq-demo-")) / "demo.tq"
+    root = Path(dataset or tempfile.mkdtemp(prefix="traceq-demo-"))
     try:
-        # The scenario folders, not the README beside them.
-        results = ingest(sorted(p for p in SAMPLE_TRACES.iterdir() if p.is_dir()), target)
+        run_demo(SAMPLE_TRACES, root, click.echo)
     except (InputError, DatasetError) as exc:
         raise Failure(str(exc)) from exc
-    _print_results(results)
-    con = db.open(Dataset(target))
-    click.echo(f"\ndataset: {target}\n\nthroughput")
-    click.echo(render_frame(con.sql("SELECT * FROM kpi_throughput").pl(), "table"), nl=False)
-    click.echo("\nlatency (ms)")
-    click.echo(render_frame(con.sql("SELECT * FROM kpi_latency").pl(), "table"), nl=False)
-    click.echo(f'\nnext: traceq sql {target} "SELECT * FROM request_phases LIMIT 10"')
+
+
+@cli.command("synth")
+@click.argument("scenario")
+@click.option("-o", "--output", "out_dir", required=True, help="Output directory (created).")
+@click.option("--seed", type=int, default=1, show_default=True, help="Random seed.")
+@click.option("--requests", type=int, help="Number of requests (default: the scenario's).")
+@click.option("--duration", type=float, help="Arrival span in seconds (rescales the rate).")
+def synth_cmd(
+    scenario: str, out_dir: str, seed: int, requests: int | None, duration: float | None
+) -> None:
+    """Simulate SCENARIO and write its traces, log, GPU samples and labels.json to -o.
+
+    `traceq synth list` shows the scenarios. The same seed writes identical bytes.
+    """
+    from traceq.synth import SCENARIOS, generate
+
+    if scenario == "list":
+        for name, sc in SCENARIOS.items():
+            click.echo(f"{name:22} {sc.description}")
+        return
+    if scenario not in SCENARIOS:
+        raise Failure(f"unknown scenario {scenario!r}; run `traceq synth list`")
+    if (requests is not None and requests < 1) or (duration is not None and duration <= 0):
+        raise click.UsageError("--requests and --duration must be positive")
+    labels = generate(scenario, out_dir, seed=seed, requests=requests, duration_s=duration)
+    t = labels["truth"]
+    click.echo(
+        f"{scenario}: {t['requests']:,} requests, {t['output_tokens']:,} output tokens, "
+        f"{t['preemptions']:,} preemptions → {out_dir}"
+    )
 
 
 def main() -> None:

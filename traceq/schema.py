@@ -56,6 +56,13 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("n_preemptions", I64, "count", "Times the engine preempted this request."),
         _c("streaming", BOOL, "", "True when tokens were streamed (token timings exist)."),
         _c("time_resolution_ns", I64, "ns", "Resolution of the stamps (1 for OTel, 1e9 logs)."),
+        _c(
+            "run",
+            STR,
+            "",
+            "Load-test run within a client source holding several (appended "
+            "result, benchmark or experiment index; `stage N`); null otherwise.",
+        ),
     ),
     "tokens": (
         _c("request_id", STR, "", "Request the chunk belongs to (`requests.request_id`)."),
@@ -91,6 +98,18 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("kv_usage", F64, "ratio 0-1", "GPU KV-cache usage."),
         _c("cpu_kv_usage", F64, "ratio 0-1", "CPU KV-cache usage (V0 only)."),
         _c("prefix_hit_rate", F64, "ratio 0-1", "Prefix-cache hit rate."),
+        _c("throughput_tps", F64, "tokens/s", "Combined throughput (vLLM ≤ 0.2 `Throughput:`)."),
+        _c("ext_prefix_hit_rate", F64, "ratio 0-1", "External (KV connector) prefix hit rate."),
+        _c("mm_hit_rate", F64, "ratio 0-1", "Multimodal cache hit rate (vLLM V1)."),
+        _c("batch", STR, "", "SGLang batch kind: `prefill` or `decode`."),
+        _c("new_seqs", I64, "requests", "SGLang `#new-seq`: requests prefilled in the batch."),
+        _c("new_tokens", I64, "tokens", "SGLang `#new-token`: prompt tokens computed."),
+        _c("cached_tokens", I64, "tokens", "SGLang `#cached-token`: prompt tokens from cache."),
+        _c("num_tokens", I64, "tokens", "SGLang `#token`: tokens held in the KV cache."),
+        _c("cuda_graph", BOOL, "", "SGLang `cuda graph:` (decode ran in a CUDA graph)."),
+        _c("ranks", STR, "", "SGLang rank prefix, e.g. `TP0` or `DP1 TP4`."),
+        _c("process", STR, "", "Log process prefix, e.g. `EngineCore_DP0 pid=143`."),
+        _c("line", I64, "", "Line number (1-based) of the record in its source log."),
     ),
     "events": (
         _c("ts", I64, NS, "Time of the event."),
@@ -101,6 +120,8 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("request_id", STR, "", "Request concerned, if any."),
         _c("value", F64, "", "Numeric payload (duration s, size GiB, count), per kind."),
         _c("message", STR, "", "Message text (never prompt text) or attributes JSON."),
+        _c("process", STR, "", "Log process prefix, e.g. `APIServer pid=1`."),
+        _c("line", I64, "", "Line number (1-based) of the record in its source log."),
     ),
     "gpu_samples": (
         _c("ts", I64, NS, "Sample time."),
@@ -180,6 +201,14 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("statistic", STR, "", "mean, p50, p99, …"),
         _c("value", F64, "", "Reported value."),
         _c("unit", STR, "", "Unit as reported."),
+        _c("run", STR, "", "Run the figure covers (`requests.run`); null for the whole file."),
+        _c(
+            "run_source_id",
+            STR,
+            "",
+            "source_id of the per-request file of the same run (the "
+            "row's own source, or the sibling of a summary file); the crosswalk joins on it.",
+        ),
     ),
     "quarantine": (
         _c("source_id", STR, "", "Content hash of the source file."),

@@ -5,14 +5,25 @@
 -- @view gpu_state
 -- One row per GPU sample with the interval it stands for: from its own time to the next
 -- sample of the same GPU (the last sample of a GPU lasts as long as the gap before it, or
--- 1 s when it is alone). The as-of building block of the other GPU views.
+-- 1 s when it is alone). A sample without a host (nvidia-smi prints none) takes the host
+-- another source names for the same GPU UUID, so nvidia-smi and DCGM samples of one GPU form
+-- one series. The as-of building block of the other GPU views.
 CREATE OR REPLACE VIEW gpu_state AS
-WITH ordered AS (
+WITH hosted AS (
+    SELECT
+        * EXCLUDE (host, entity),
+        coalesce(
+            host, CASE WHEN uuid IS NOT NULL THEN max(host) OVER (PARTITION BY uuid) END
+        ) AS host,
+        coalesce(entity, 'GPU') AS entity
+    FROM gpu_samples
+),
+ordered AS (
     SELECT
         *,
         lead(ts) OVER w AS ts_next,
         ts - lag(ts) OVER w AS gap_before
-    FROM gpu_samples
+    FROM hosted
     WINDOW w AS (
         PARTITION BY host, coalesce(uuid, ''), gpu, entity, mig_instance ORDER BY ts
     )
@@ -22,7 +33,7 @@ SELECT
     host,
     -- GPU key: UUID when known, else host:index; MIG instances add /GPU-I id.
     coalesce(uuid, coalesce(host, '') || ':' || coalesce(CAST(gpu AS VARCHAR), '?'))
-    || CASE WHEN mig_instance IS NOT NULL THEN '/' || coalesce(entity, 'GPU-I') || ' '
+    || CASE WHEN mig_instance IS NOT NULL THEN '/' || entity || ' '
         || CAST(mig_instance AS VARCHAR) ELSE '' END AS gpu_key,
     -- GPU index on the host.
     gpu,
@@ -217,7 +228,7 @@ matched AS (
     SELECT
         e.ts,
         e.instance,
-        count(g.ts) AS n_gpus,
+        count(DISTINCT g.gpu_key) AS n_gpus,
         avg(g.util_gpu) AS util_gpu,
         avg(g.sm_active) AS sm_active,
         avg(g.tensor_active) AS tensor_active,

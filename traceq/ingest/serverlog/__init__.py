@@ -1,0 +1,211 @@
+"""vLLM (V0, V1) and SGLang server logs → engine_stats, events and coarse requests.
+
+First pass, block by block (bounded memory, no Python loop over lines): cut and classify
+lines (`lines`), put a time on every record (`clock`), read stats lines (`stats`) and events
+(`events`). Second pass (`serverlog_requests.sql`, DuckDB): requests with both a `Received`
+and a `Finished` / `Aborted` line get a coarse `requests` row (1 s resolution).
+
+Every line is accounted for: a table row, a quarantine row, a continuation joined onto its
+record, or a count by category in the manifest (`unrecognised`).
+"""
+
+from __future__ import annotations
+
+import re
+import zoneinfo
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import polars as pl
+
+from traceq.dataset import SourceWriter
+from traceq.ingest.serverlog import events as ev
+from traceq.ingest.serverlog import lines as ln
+from traceq.ingest.serverlog import patterns as p
+from traceq.ingest.serverlog.clock import Clock
+from traceq.ingest.serverlog.stats import quarantine_rows, sglang_stats, vllm_stats
+from traceq.ingest.source import InputError, Source
+from traceq.sql import load
+
+if TYPE_CHECKING:
+    from traceq.ingest.options import IngestOptions
+
+FORMATS = {
+    "vllm-log": "vLLM server / engine log (V0 and V1): stats, lifecycle, startup, errors",
+    "sglang-log": "SGLang server log: Prefill batch / Decode batch scheduler lines",
+}
+# Categories written to a table or to quarantine; every other category is only counted.
+_STORED = {
+    "stats",
+    "preemption",
+    "received",
+    "lifecycle",
+    "http",
+    "startup_ready",
+    "error",
+    "warning",
+    "exception",
+    "long",
+    "stats_fragment",
+    "bad_timestamp",
+    *(m.name for m in ev.MILESTONES),
+    *(name for name, _ in ev.FAILURES),
+}
+# Frames for the second pass, kept as scratch tables (never committed).
+_SCRATCH = {"lifecycle": "log_lifecycle", "model": "log_model"}
+_MODEL_SCHEMA = pl.Schema({"ts": pl.Int64, "model": pl.String})
+_SNIFF_VLLM = re.compile(p.VLLM_LINE, re.MULTILINE)  # Unicode classes: Python `re`
+_SNIFF_SGLANG = re.compile(
+    r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}[^\]]*\] (?:Prefill|Decode) batch", re.MULTILINE
+)
+
+
+def sniff(source: Source) -> str | None:
+    """`sglang-log` / `vllm-log` when the head has a line of that server's own format."""
+    text = re.sub(p.ANSI, "", source.head.decode("utf-8", "replace"))
+    if _SNIFF_SGLANG.search(text):
+        return "sglang-log"
+    if _SNIFF_VLLM.search(text):
+        return "vllm-log"
+    return None
+
+
+def ingest(
+    source: Source,
+    writer: SourceWriter,
+    fmt: str,
+    options: IngestOptions,
+    progress: Callable[[int], None],
+) -> dict[str, Any]:
+    """Read one server log into `writer`; returns manifest details."""
+    try:
+        zoneinfo.ZoneInfo(options.tz)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+        msg = f"unknown time zone {options.tz!r}"
+        raise InputError(msg) from exc
+    clock = Clock(tz=options.tz, year=options.year, mtime=source.path.stat().st_mtime)
+    state = _State(instance=_instance(source))
+    with source.open() as stream:
+        blocks = ln.iter_blocks(stream, progress, ln.BLOCK_BYTES)
+        pending = None
+        for block in blocks:
+            if pending is not None:
+                _process(pending, False, clock, state, writer)
+            pending = block
+        if pending is not None:
+            _process(pending, True, clock, state, writer)
+    rows = _requests(writer)
+    return {
+        "clock_domain": "log_local_time",
+        "assumptions": clock.assumptions(),
+        "lines": {
+            "total": state.lines,
+            "blank": state.blank,
+            "continuation": state.continuation,
+            "invalid_utf8": state.invalid_utf8,
+        },
+        "records": dict(sorted(state.cats.items())),
+        "unrecognised": {k: n for k, n in sorted(state.cats.items()) if k not in _STORED},
+        "coarse_requests": rows,
+    }
+
+
+class _State:
+    def __init__(self, instance: str) -> None:
+        self.instance = instance
+        self.carry = pl.DataFrame()
+        self.last_ts: int | None = None
+        self.lines = self.blank = self.continuation = self.invalid_utf8 = 0
+        self.cats: dict[str, int] = {}
+        self.widths: set[int] = set()  # terminal wrap widths seen so far
+
+
+def _instance(source: Source) -> str:
+    """The file name without compression suffixes: the serving instance the log belongs to."""
+    name = source.path.name
+    for suffix in (".gz", ".zst", ".zstd"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def _process(
+    block: pl.DataFrame, final: bool, clock: Clock, state: _State, writer: SourceWriter
+) -> None:
+    state.lines += block.height
+    state.invalid_utf8 += int(block["bad_utf8"].sum())
+    lines = ln.classify(block)
+    if state.carry.height:
+        lines = pl.concat([state.carry, lines], how="vertical_relaxed")
+    lines, state.carry = ln.split_open_tail(lines, final)
+    records, blank = ln.join_wrapped(lines, state.widths)
+    state.blank += blank.height
+    state.continuation += int((records["n_lines"] - 1).sum())
+    records = _stamp(records, clock, state).drop("mm", "dd", "hms", "date", "file", "bad_utf8")
+    bad_ts = records["ts"].is_null() & records["kind"].is_in(("vllm", "sglang"))
+    writer.write("quarantine", quarantine_rows(records.filter(bad_ts), "invalid timestamp"))
+    _count(state, "bad_timestamp", int(bad_ts.sum()))
+    records = ev.categorise(records.filter(~bad_ts))
+    for cat, n in records.group_by("cat").len().iter_rows():
+        _count(state, cat, n)
+    stats = records.filter(pl.col("cat") == "stats")
+    for reader, kind in ((vllm_stats, "vllm"), (sglang_stats, "sglang")):
+        rows, bad = reader(stats.filter(pl.col("kind") == kind))
+        writer.write("engine_stats", rows)
+        writer.write("quarantine", bad)
+    for table, frame in ev.extract(records.filter(pl.col("cat") != "stats")).items():
+        writer.write(_SCRATCH.get(table, table), frame)
+
+
+def _count(state: _State, cat: str, n: int) -> None:
+    if n:
+        state.cats[cat] = state.cats.get(cat, 0) + n
+
+
+def _stamp(records: pl.DataFrame, clock: Clock, state: _State) -> pl.DataFrame:
+    """`ts` for every record: its own stamp, else the last stamp before it (uvicorn lines)."""
+    records = records.with_columns(instance=pl.lit(state.instance), ts=pl.lit(None, pl.Int64))
+    vllm = records["kind"] == "vllm"
+    if vllm.any():
+        sub = records.filter(vllm)
+        ts = clock.vllm_ts(sub["mm"], sub["dd"], sub["hms"])
+        records = records.with_columns(ts=records["ts"].scatter(vllm.arg_true(), ts))
+    sglang = records["kind"] == "sglang"
+    if sglang.any():
+        sub = records.filter(sglang)
+        iso = sub["msg"].str.extract(p.SGLANG_ISO, 1)
+        local = pl.select(pl.coalesce(iso, pl.concat_str(sub["date"], pl.lit(" "), sub["hms"])))
+        ts = clock.iso_ts(local.to_series())
+        records = records.with_columns(ts=records["ts"].scatter(sglang.arg_true(), ts))
+    own = records["kind"].is_in(("vllm", "sglang"))
+    filled = (
+        pl.select(pl.when(~own).then(None).otherwise(records["ts"]).forward_fill()).to_series()
+        if own.any()
+        else records["ts"]
+    )
+    if state.last_ts is not None:
+        filled = filled.fill_null(state.last_ts)
+    filled = filled.fill_null(strategy="backward")
+    if filled.drop_nulls().len():
+        state.last_ts = int(filled.drop_nulls()[-1])
+    return records.with_columns(ts=pl.when(own).then(pl.col("ts")).otherwise(filled))
+
+
+def _requests(writer: SourceWriter) -> int:
+    """Second pass: coarse requests rows from the lifecycle scratch table."""
+    writer.close("log_lifecycle")
+    path = writer.scratch_path("log_lifecycle")
+    if not path.exists():
+        return 0
+    con = duckdb.connect()
+    con.read_parquet(str(path)).create_view("log_lifecycle")
+    writer.close("log_model")
+    models = writer.scratch_path("log_model")
+    if models.exists():
+        con.read_parquet(str(models)).create_view("log_model")
+    else:
+        con.register("log_model", pl.DataFrame(schema=_MODEL_SCHEMA))
+    frame = con.sql(load("serverlog_requests")).pl()
+    con.close()
+    writer.write("requests", frame)
+    return frame.height

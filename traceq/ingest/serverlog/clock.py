@@ -1,0 +1,71 @@
+"""Log timestamps → ns since the Unix epoch (UTC).
+
+vLLM prints `MM-DD HH:MM:SS` in the container's local time: no year, no zone. The year is
+`--year` or the file's mtime year (moved back one when the first stamp's month is later than
+the mtime's month: the log began the year before), and rolls over at each Dec → Jan wrap;
+the zone is `--tz` (default UTC). SGLang prints the full date, in local time too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import polars as pl
+
+# A month that falls by more than this from one stamp to the next is a year wrap (Dec → Jan);
+# smaller steps back are out-of-order lines from parallel processes.
+WRAP_MONTH_DROP = 6
+
+
+@dataclass
+class Clock:
+    """Year / zone assumptions and the state carried from one block to the next."""
+
+    tz: str
+    year: int | None  # year of the first stamp, once known
+    mtime: float | None = None  # file mtime, for the default year
+    last_month: int | None = None
+    wraps: int = 0
+    year_from: str = "option"
+
+    def assumptions(self) -> dict[str, object]:
+        return {
+            "year": self.year,
+            "year_from": self.year_from,
+            "tz": self.tz,
+            "year_wraps": self.wraps,
+        }
+
+    def _first_year(self, first_month: int) -> int:
+        if self.year is None:
+            when = dt.datetime.fromtimestamp(self.mtime or 0, dt.UTC)
+            self.year = when.year - (1 if first_month > when.month else 0)
+            self.year_from = "file mtime"
+        return self.year
+
+    def vllm_ts(self, mm: pl.Series, dd: pl.Series, hms: pl.Series) -> pl.Series:
+        """ns stamps of `MM-DD HH:MM:SS` rows (in file order); null where invalid."""
+        month = mm.cast(pl.Int64, strict=False)
+        valid = month.drop_nulls()
+        if valid.is_empty():
+            return pl.Series("ts", [None] * len(mm), dtype=pl.Int64)
+        base = self._first_year(int(valid[0]))
+        prev = month.forward_fill().shift(1, fill_value=self.last_month)
+        wrapped = (prev - month > WRAP_MONTH_DROP).fill_null(False)
+        years = base + self.wraps + wrapped.cum_sum()
+        self.wraps += int(wrapped.sum())
+        self.last_month = int(valid[-1])
+        text = pl.concat_str(
+            years.cast(pl.String), pl.lit("-"), mm, pl.lit("-"), dd, pl.lit(" "), hms
+        )
+        return self._to_ns(pl.select(text).to_series())
+
+    def iso_ts(self, text: pl.Series) -> pl.Series:
+        """ns stamps of `YYYY-MM-DD HH:MM:SS[.f]` or ISO `T` local times; null where invalid."""
+        return self._to_ns(text.str.replace("T", " ", literal=True))
+
+    def _to_ns(self, text: pl.Series) -> pl.Series:
+        parsed = text.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", time_unit="ns", strict=False)
+        local = parsed.dt.replace_time_zone(self.tz, ambiguous="earliest", non_existent="null")
+        return local.dt.epoch("ns").alias("ts")

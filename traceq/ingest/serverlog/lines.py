@@ -1,0 +1,250 @@
+"""Bytes → classified log records, block by block, without a Python loop over lines.
+
+Lines are cut with numpy (newline offsets) straight into an Arrow binary array, decoded by
+polars (invalid UTF-8, e.g. latin-1 bytes, is decoded with replacement characters and
+counted), cleaned (ANSI codes, CR) and classified with polars regexes. Hard-wrapped lines
+(a terminal's column limit, text reflowed by a Markdown tool) are joined back onto the
+record they continue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from traceq.ingest.serverlog import patterns as p
+
+BLOCK_BYTES = 16 << 20  # bytes read per block (bounded memory)
+MAX_LINE_BYTES = 1 << 20  # longer lines are quarantined unparsed (1 MiB)
+WRAP_MIN_COLS = 80  # lines cut by a terminal are at least this long (columns)
+WRAP_MIN_REPEATS = 3  # … and that many long lines share the width: then joined without a space
+NEWLINE = 10
+MAX_DEFER_LINES = 10_000  # open record carried to the next block at most this many lines
+
+# Record kinds that wrapped continuation lines can belong to.
+_JOINABLE = ("vllm", "sglang")
+
+
+def iter_blocks(
+    stream: BinaryIO, progress: Callable[[int], None], block_bytes: int = BLOCK_BYTES
+) -> Iterator[pl.DataFrame]:
+    """Frames of (`line_no` 1-based, `text`, `bad_utf8`) lines, a block at a time."""
+    carry = b""
+    line_no = 1
+    while True:
+        chunk = stream.read(block_bytes)
+        if not chunk:
+            break
+        progress(len(chunk))
+        data = carry + chunk if carry else chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            # No line end yet. Beyond MAX_LINE_BYTES the line is quarantined unparsed anyway:
+            # keep only its head, so a file without newlines cannot exhaust memory.
+            carry = data[: MAX_LINE_BYTES + 1]
+            continue
+        carry = data[cut + 1 :]
+        frame = split_lines(data[: cut + 1], line_no)
+        line_no += frame.height
+        yield frame
+    if carry:
+        yield split_lines(carry, line_no)
+
+
+def split_lines(buf: bytes, first_line_no: int) -> pl.DataFrame:
+    """Cut `buf` at newlines (zero-copy Arrow offsets) into decoded lines."""
+    try:
+        buf.decode("utf-8")  # validation only, at C speed
+        invalid = False
+    except UnicodeDecodeError:
+        # Rare: decode with replacement characters (latin-1 bytes, binary garbage). A newline
+        # byte is never part of a multi-byte sequence, so the lines stay the same lines.
+        buf = buf.decode("utf-8", "replace").encode("utf-8")
+        invalid = True
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    ends = np.flatnonzero(arr == NEWLINE) + 1
+    if not buf.endswith(b"\n"):
+        ends = np.append(ends, len(buf))
+    offsets = np.concatenate(([0], ends)).astype(np.int64)
+    strings = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(buf))
+    text = pl.Series("text", strings).str.strip_chars_end("\r\n")
+    bad = (
+        text.str.contains("\ufffd", literal=True)
+        if invalid
+        else pl.repeat(False, len(text), eager=True)
+    )
+    return pl.DataFrame(
+        {
+            "line_no": pl.int_range(first_line_no, first_line_no + len(ends), eager=True),
+            "text": text,
+            "bad_utf8": bad,
+        }
+    )
+
+
+# Cheap test (no captures) before the costly search for a record glued after other output.
+_GLUED_HINT = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:"
+
+
+def classify(lines: pl.DataFrame) -> pl.DataFrame:
+    """Add `kind`, the prefix fields and `msg` to each line; glued records are cut out."""
+    clean = pl.col("text")
+    # Each clean-up only when the block needs it (most logs have no ANSI, CR or Ray lines).
+    flags = lines.select(
+        esc=pl.col("text").str.contains("\x1b", literal=True).any(),
+        cr=pl.col("text").str.contains("\r", literal=True).any(),
+        ray=pl.col("text").str.contains("[repeated ", literal=True).any(),
+    ).row(0)
+    if flags[0]:
+        clean = clean.str.replace_all(p.ANSI, "")
+    if flags[1]:
+        clean = clean.str.strip_chars_start("\r")
+    if flags[2]:
+        clean = clean.str.replace(p.RAY_REPEATED, "")
+    df = lines.with_columns(clean=clean)
+    df = df.with_columns(long=pl.col("clean").str.len_bytes() > MAX_LINE_BYTES)
+    df = _prefix(df)
+    # A record glued after a tqdm bar or a VLLM_LOGGING_PREFIX: keep the part from its prefix.
+    glued = df.filter(pl.col("level").is_null() & ~pl.col("long"))  # filter first: cheap
+    glued = glued.filter(pl.col("clean").str.contains(_GLUED_HINT))
+    if glued.height:
+        glued = glued.select("line_no", clean=pl.col("clean").str.extract(p.VLLM_GLUED, 2))
+        df = df.update(_prefix(glued).drop("pre"), on="line_no")
+    df = df.drop("pre").with_columns(date=pl.lit(None, pl.String), ranks=pl.lit(None, pl.String))
+    sg = df.filter(pl.col("level").is_null() & pl.col("clean").str.starts_with("["))
+    if sg.height:
+        sg = _extract(sg.select("line_no", "clean"), p.SGLANG_LINE)
+        df = df.update(sg.drop("clean").filter(pl.col("date").is_not_null()), on="line_no")
+    kind = (
+        pl.when(pl.col("long"))
+        .then(pl.lit("long"))
+        .when(pl.col("level").is_not_null())
+        .then(pl.lit("vllm"))
+        .when(pl.col("date").is_not_null())
+        .then(pl.lit("sglang"))
+    )
+    df = df.with_columns(kind=kind).drop("long")
+    rest = df["kind"].is_null()
+    if rest.any():
+        # Only lines that are no server record go through the slower tests.
+        kinds = df.filter(rest).select(_other_kind(pl.col("clean"))).to_series()
+        df = df.with_columns(df["kind"].scatter(rest.arg_true(), kinds))
+    return df
+
+
+def _prefix(df: pl.DataFrame) -> pl.DataFrame:
+    """vLLM prefix fields of `clean`, and `msg`: the rest of the line after the prefix."""
+    df = _extract(df, p.VLLM_PREFIX)
+    return df.with_columns(msg=pl.col("clean").str.slice(pl.col("pre").str.len_chars()))
+
+
+def _other_kind(c: pl.Expr) -> pl.Expr:
+    return (
+        pl.when(c.str.strip_chars() == "")
+        .then(pl.lit("blank"))
+        .when(c.str.contains(p.UVICORN_ACCESS))
+        .then(pl.lit("http"))
+        .when(c.str.contains(p.UVICORN_OTHER))
+        .then(pl.lit("uvicorn"))
+        .when(c.str.contains(p.BINARY))
+        .then(pl.lit("binary"))
+        .when(c.str.contains(p.EXCEPTION_LINE))
+        .then(pl.lit("exception"))  # a raw `SomethingError: …` line is its own record
+        .when(c.str.contains(p.PROCESS_OUTPUT))
+        .then(pl.lit("process_output"))
+        .when(c.str.contains(p.THIRD_PARTY))
+        .then(pl.lit("third_party"))
+        .otherwise(pl.lit("other"))
+        .alias("kind")
+    )
+
+
+def _extract(df: pl.DataFrame, pattern: str, column: str = "clean") -> pl.DataFrame:
+    """`df` with one column per named group of `pattern` (null where it does not match)."""
+    return df.with_columns(pl.col(column).str.extract_groups(pattern).alias("_g")).unnest("_g")
+
+
+def join_wrapped(
+    df: pl.DataFrame, widths: set[int] | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Join continuation lines onto their record: (records, blank lines).
+
+    An `other` line continues the record before it when that record is a vLLM / SGLang line
+    (blank lines in between are skipped: Markdown reflow). A line whose length is a terminal
+    width (`wrap_widths`, collected in `widths` across blocks) was cut mid-word: join without
+    a space; other lines were reflowed at word boundaries: join with one.
+    """
+    blank = df.filter(pl.col("kind") == "blank")
+    df = df.filter(pl.col("kind") != "blank")
+    head = pl.when(pl.col("kind") != "other").then(pl.col("kind")).forward_fill().shift(1)
+    df = df.with_columns(cont=(pl.col("kind") == "other") & head.is_in(_JOINABLE).fill_null(False))
+    if not df["cont"].any():
+        return df.with_columns(n_lines=pl.lit(1, pl.Int64)).drop("cont"), blank
+    if widths is None:
+        widths = set()
+    widths.update(wrap_widths(df["clean"]))  # learnt across blocks: the caller keeps the set
+    wrapped = pl.col("clean").str.len_chars().shift(1).is_in(sorted(widths))
+    sep = pl.when(wrapped).then(pl.lit("")).otherwise(pl.lit(" "))
+    df = df.with_columns(
+        rec=(~pl.col("cont")).cum_sum(),
+        piece=pl.when("cont").then(pl.concat_str(sep, "clean")),
+        msg=pl.when("cont").then(None).otherwise("msg"),
+    )
+    multi = pl.col("cont").any().over("rec")
+    single = df.filter(~multi)
+    joined = (
+        df.filter(multi)
+        .with_columns(piece=pl.coalesce("piece", "msg"))
+        .group_by("rec", maintain_order=True)
+        .agg(
+            pl.exclude("piece", "msg", "cont").first(),
+            msg_head=pl.col("msg").first(),
+            msg=pl.col("piece").str.join(""),
+            n_lines=pl.len().cast(pl.Int64),
+        )
+    )
+    records = pl.concat(
+        [single.with_columns(n_lines=pl.lit(1, pl.Int64)), joined], how="diagonal_relaxed"
+    )
+    return records.sort("line_no").drop("rec", "piece", "cont"), blank
+
+
+def wrap_widths(text: pl.Series) -> list[int]:
+    """Widths lines were hard-wrapped at: lengths shared by several long lines.
+
+    A terminal wraps every long line at its width; process prefixes added after the wrap give
+    one width per process, so there may be several.
+    """
+    lengths = text.str.len_chars()
+    counts = lengths.filter(lengths >= WRAP_MIN_COLS).value_counts()
+    return counts.filter(pl.col("count") >= WRAP_MIN_REPEATS)[:, 0].to_list()
+
+
+def extract_record(df: pl.DataFrame, pattern: str, required: str) -> pl.DataFrame:
+    """`df` with the named groups of `pattern` read from each record's message.
+
+    A joined record that does not parse is read from its first line alone: a stray line
+    joined after a complete record must not spoil it.
+    """
+    if "msg_head" not in df.columns:
+        return _extract(df, pattern, "msg")
+    whole = _extract(df, pattern, "msg")
+    ok = whole[required].is_not_null() | (whole["n_lines"] == 1)
+    if ok.all():
+        return whole
+    head = _extract(df.filter(~ok), pattern, "msg_head")
+    return pl.concat([whole.filter(ok), head], how="diagonal_relaxed").sort("line_no")
+
+
+def split_open_tail(df: pl.DataFrame, final: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(lines to process now, lines to carry): the last joinable record may continue."""
+    if final or df.height == 0:
+        return df, df.clear()
+    starts = df.select(pl.arg_where(pl.col("kind").is_in(("other", "blank")).not_()).last()).item()
+    if starts is None or df.height - starts > MAX_DEFER_LINES:
+        return df, df.clear()
+    return df.head(starts), df.slice(starts)

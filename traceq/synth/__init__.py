@@ -1,0 +1,154 @@
+"""Scenario generator: a seeded discrete-event simulator of a continuous-batching LLM server
+that writes what real deployments write (OTLP/JSON with token events, a vLLM V1 log,
+nvidia-smi CSV, dcgm-exporter scrapes) with injected faults and their ground truth
+(`labels.json`). The same scenario and seed always write identical bytes.
+
+    from traceq.synth import generate
+    generate("kv-pressure", "out/kv-pressure", seed=1)
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import orjson
+
+from traceq.synth.config import Scenario
+from traceq.synth.engine import NS, Request, StepInfo
+from traceq.synth.faults import ClientView, injected
+from traceq.synth.scenarios import SAMPLE_SCENARIOS, SCENARIOS
+from traceq.synth.sim import Collect, RunInfo, plan, simulate
+from traceq.synth.write_gpu import GpuWriter
+from traceq.synth.write_otlp import OtlpWriter
+from traceq.synth.write_vllm_log import VllmLogWriter
+
+__all__ = ["SAMPLE_SCENARIOS", "SCENARIOS", "Collect", "generate", "scenario", "simulate"]
+
+FILES = {
+    "otlp": "traces.otlp.jsonl",
+    "client_otlp": "client.otlp.jsonl",
+    "vllm_log": "vllm.log",
+    "nvidia_smi": "nvidia-smi.csv",
+    "dcgm": "dcgm.prom",
+    "labels": "labels.json",
+}
+GPU_LEAD_NS = 10 * NS  # GPU sampling starts this long before the engine is ready
+
+
+def scenario(name: str, requests: int | None = None, duration_s: float | None = None) -> Scenario:
+    """A named scenario, optionally rescaled to `requests` and / or an arrival span."""
+    if name not in SCENARIOS:
+        msg = f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}"
+        raise KeyError(msg)
+    sc = SCENARIOS[name]
+    w = sc.workload
+    if requests is not None:
+        w = replace(w, requests=requests)
+    if duration_s is not None:
+        if requests is None:
+            w = replace(w, requests=max(1, round(duration_s * (w.rate_per_s or 1.0))))
+        w = replace(w, rate_per_s=w.requests / duration_s)
+    return replace(sc, workload=w)
+
+
+class _Summary:
+    """Request-level totals for labels.json."""
+
+    def __init__(self) -> None:
+        self.n = self.completed = self.errors = self.aborted = 0
+        self.prompt = self.output = 0
+
+    def on_finish(self, r: Request) -> None:
+        self.n += 1
+        self.prompt += r.prompt
+        self.output += len(r.tokens)
+        self.errors += r.error is not None
+        self.aborted += r.finish_reason == "abort"
+        self.completed += r.error is None
+
+    def on_step(self, s: StepInfo) -> None:
+        pass
+
+    def on_preempt(self, t: int, r: Request) -> None:
+        pass
+
+
+def generate(
+    name: str | Scenario,
+    out_dir: str | os.PathLike[str],
+    seed: int = 1,
+    requests: int | None = None,
+    duration_s: float | None = None,
+) -> dict:
+    """Simulate a scenario and write its files into `out_dir`; returns the labels dict."""
+    sc = name if isinstance(name, Scenario) else scenario(name, requests, duration_s)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    info, _ = plan(sc, seed)  # the clock, before simulating
+    f = sc.faults
+    client = out / FILES["client_otlp"] if f.client_view else None
+    otlp = OtlpWriter(
+        out / FILES["otlp"],
+        seed=seed,
+        model=sc.engine.model,
+        instance=sc.engine.host,
+        client_path=client,
+        client_times=ClientView(f, seed) if client else None,
+    )
+    log = VllmLogWriter(out / FILES["vllm_log"], sc, seed, info.t_ready, sc.engine.kv_budget_tokens)
+    gpu = GpuWriter(
+        out / FILES["nvidia_smi"],
+        out / FILES["dcgm"],
+        sc.engine,
+        seed,
+        info.t_ready - GPU_LEAD_NS,
+        f.throttle_clock_mhz,
+    )
+    summary = _Summary()
+    info = simulate(sc, seed, [otlp, log, gpu, summary])
+    otlp.close()
+    log.close(info.t_end)
+    gpu.close(info.t_end)
+    labels = _labels(sc, seed, info, summary, client is not None)
+    labels["truth"]["stats_lines"] = len(log.stats)
+    (out / FILES["labels"]).write_bytes(
+        orjson.dumps(labels, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    )
+    return labels
+
+
+def _labels(sc: Scenario, seed: int, info: RunInfo, s: _Summary, client: bool) -> dict:
+    files = {k: v for k, v in FILES.items() if k != "client_otlp" or client}
+    return {
+        "scenario": sc.name,
+        "description": sc.description,
+        "seed": seed,
+        "generator": "traceq synth",
+        "files": files,
+        "faults": injected(sc, info),
+        "expected_playbooks": list(sc.expected_playbooks),
+        "clock": {
+            "engine_ready_ns": info.t_ready,
+            "first_arrival_ns": info.t_first_arrival,
+            "arrival_span_ns": info.span_ns,
+            "end_ns": info.t_end,
+            "log_timezone": "UTC",
+            "log_year": time.gmtime(info.t_ready // NS).tm_year,
+        },
+        "truth": {
+            "requests": s.n,
+            "completed": s.completed,
+            "errors": s.errors,
+            "aborted": s.aborted,
+            "prompt_tokens": s.prompt,
+            "output_tokens": s.output,
+            "preemptions": info.preemptions,
+            "kv_max_tokens": info.kv_max_tokens,
+        },
+        "engine": asdict(sc.engine),
+        "workload": asdict(sc.workload),
+        "fault_config": asdict(sc.faults),
+    }

@@ -1,0 +1,147 @@
+"""The simulation driver: arrivals → tokenizer → engine steps, with timeouts and rejections,
+fanned out to sinks (writers, truth collectors) as it happens."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from traceq.synth.arrivals import arrivals, rng
+from traceq.synth.config import Scenario
+from traceq.synth.engine import NS, Engine, Request, Sink, StepInfo, tokenize_stage
+
+
+def request_ids(seed: int) -> Iterator[str]:
+    """vLLM completion ids: `cmpl-<32 hex>-0` (the `-0` is the prompt index)."""
+    r = rng(seed, "request-ids")
+    while True:
+        yield f"cmpl-{r.getrandbits(128):032x}-0"
+
+
+@dataclass
+class RunInfo:
+    """What the writers need to know about the run beyond the per-request stream."""
+
+    scenario: Scenario
+    seed: int
+    t_ready: int  # engine ready ("Application startup complete")
+    t_first_arrival: int
+    span_ns: int  # arrival span
+    t_end: int = 0  # last engine activity
+    requests: int = 0
+    preemptions: int = 0
+    kv_max_tokens: int = 0
+
+
+class Fanout:
+    """Several sinks behind one."""
+
+    def __init__(self, sinks: Sequence[Sink]) -> None:
+        self.sinks = list(sinks)
+
+    def on_finish(self, r: Request) -> None:
+        for s in self.sinks:
+            s.on_finish(r)
+
+    def on_step(self, s: StepInfo) -> None:
+        for k in self.sinks:
+            k.on_step(s)
+
+    def on_preempt(self, t: int, r: Request) -> None:
+        for s in self.sinks:
+            s.on_preempt(t, r)
+
+    def on_arrival(self, r: Request) -> None:
+        for s in self.sinks:
+            hook = getattr(s, "on_arrival", None)
+            if hook:
+                hook(r)
+
+
+def plan(scenario: Scenario, seed: int) -> tuple[RunInfo, Iterator[Request]]:
+    """The run's clock and its tokenized requests, not yet simulated."""
+    c, w, f = scenario.engine, scenario.workload, scenario.faults
+    start = scenario.start_ns
+    span, stream = arrivals(w, f, seed, start)
+    info = RunInfo(
+        scenario=scenario,
+        seed=seed,
+        t_ready=start - round(c.startup_lead_s * NS),
+        t_first_arrival=start,
+        span_ns=span,
+    )
+    return info, tokenize_stage(stream, c, f, seed, request_ids(seed))
+
+
+def simulate(scenario: Scenario, seed: int, sinks: Sequence[Sink]) -> RunInfo:
+    """Run the scenario, streaming every event to `sinks`; returns the run's summary."""
+    info, requests = plan(scenario, seed)
+    out = Fanout(sinks)
+    f = scenario.faults
+    engine = Engine(
+        scenario.engine, f, info.t_ready, (start := info.t_first_arrival, start + info.span_ns)
+    )
+    deadlines: list[tuple[int, int, Request]] = []
+    timeout_ns = round(f.timeout_s * NS) if f.timeout_s else 0
+    pending = next(requests, None)
+    t = info.t_first_arrival
+    while True:
+        while pending is not None and pending.t_queued <= t:
+            info.requests += 1
+            out.on_arrival(pending)
+            if pending.arrival.rejected:
+                pending.error = "BadRequestError"
+                pending.status_message = (
+                    f"This model's maximum context length is {scenario.engine.max_model_len} "
+                    f"tokens. However, you requested {pending.prompt} tokens in the messages."
+                )
+                pending.t_end = pending.t_tokenized
+                out.on_finish(pending)
+            else:
+                engine.waiting.append(pending)
+                engine.n_waiting += 1
+                if timeout_ns:
+                    heapq.heappush(
+                        deadlines, (pending.t_arrival + timeout_ns, pending.idx, pending)
+                    )
+            pending = next(requests, None)
+        while deadlines and deadlines[0][0] <= t:
+            when, _, r = heapq.heappop(deadlines)
+            if r.finish_reason is None:
+                engine.abort(r, when, out)
+        if not engine.running and engine.n_waiting == 0:
+            if pending is None:
+                break
+            t = max(t, pending.t_queued)
+            continue
+        t_next = engine.step(t, out)
+        if t_next == t:  # blocked (nothing fits): jump to the next arrival or deadline
+            candidates = [pending.t_queued] if pending is not None else []
+            candidates += [deadlines[0][0]] if deadlines else []
+            if not candidates:
+                break
+            t_next = max(t + 1, min(candidates))
+        t = t_next
+    info.t_end = t
+    info.preemptions = engine.preemptions
+    info.kv_max_tokens = engine.kv_max
+    return info
+
+
+class Collect:
+    """A sink that keeps every finished request, every step and every preemption (tests)."""
+
+    def __init__(self) -> None:
+        self.requests: list[Request] = []
+        self.steps: list[StepInfo] = []
+        self.preemptions: list[tuple[int, str]] = []
+
+    def on_finish(self, r: Request) -> None:
+        self.requests.append(r)
+
+    def on_step(self, s: StepInfo) -> None:
+        self.steps.append(s)
+
+    def on_preempt(self, t: int, r: Request) -> None:
+        self.preemptions.append((t, r.request_id))

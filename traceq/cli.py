@@ -6,8 +6,10 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
 import duckdb
@@ -60,6 +62,12 @@ def _input_size(paths: tuple[str, ...]) -> int:
 @click.option("--year", type=int, help="Year for log timestamps that print none.")
 @click.option("--tz", default="UTC", show_default=True, help="Time zone of local timestamps.")
 @click.option("--t0", type=int, help="Anchor (ns since epoch) for relative clocks.")
+@click.option("--start", help="Time of the first sample of clockless files (dmon, dcgmi dmon, "
+              "a single scrape): ISO-8601 (naive = --tz) or ns since epoch.")  # fmt: skip
+@click.option("--interval", "interval_s", type=float,
+              help="Sampling interval (s) of clockless files [default: 1].")  # fmt: skip
+@click.option("--columns", help="Field list of a headerless nvidia-smi CSV, comma-separated "
+              "(the --query-gpu value).")  # fmt: skip
 def ingest_cmd(
     sources: tuple[str, ...],
     dataset: str,
@@ -68,10 +76,21 @@ def ingest_cmd(
     year: int | None,
     tz: str,
     t0: int | None,
+    start: str | None,
+    interval_s: float | None,
+    columns: str | None,
 ) -> None:
     """Ingest trace, log and telemetry files (directories recurse) into DATASET."""
+    if interval_s is not None and interval_s <= 0:
+        raise Failure(f"--interval must be positive, got {interval_s}")
     options = IngestOptions(
-        conventions=SpanConventions(token_event=token_event), year=year, tz=tz, t0=t0
+        conventions=SpanConventions(token_event=token_event),
+        year=year,
+        tz=tz,
+        t0=t0,
+        start=_start_ns(start, tz) if start else None,
+        interval_s=interval_s,
+        columns=tuple(c.strip() for c in columns.split(",")) if columns else None,
     )
     if fmt != "auto" and fmt not in formats():
         raise Failure(f"unknown format {fmt!r}; run `traceq formats`")
@@ -91,6 +110,19 @@ def ingest_cmd(
         except (InputError, DatasetError) as exc:
             raise Failure(str(exc)) from exc
     _print_results(results)
+
+
+def _start_ns(value: str, tz: str) -> int:
+    """`--start`: ns since the epoch, or an ISO-8601 time (naive means time zone `tz`)."""
+    if value.strip().lstrip("-").isdigit():
+        return int(value)
+    try:
+        when = datetime.fromisoformat(value.strip())
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=ZoneInfo(tz))
+    except (ValueError, KeyError, ZoneInfoNotFoundError) as exc:
+        raise Failure(f"--start {value!r}: not an ISO-8601 time or ns integer ({exc})") from exc
+    return int(when.timestamp()) * 1_000_000_000 + when.microsecond * 1_000
 
 
 def _print_results(results: list[IngestResult]) -> None:

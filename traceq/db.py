@@ -18,7 +18,7 @@ from traceq.dataset import Dataset
 from traceq.schema import TABLES, empty
 from traceq.sql import load
 
-VIEW_FILES = ("views", "crosswalk")
+VIEW_FILES = ("views", "crosswalk", "gpu")
 
 
 def open(

@@ -21,7 +21,12 @@ from traceq.ingest.options import IngestOptions
 from traceq.ingest.source import InputError, Source
 from traceq.schema import RAW_LIMIT
 
-FAMILIES = ("traceq.ingest.otel", "traceq.ingest.serverlog", "traceq.ingest.loadtest")
+FAMILIES = (
+    "traceq.ingest.otel",
+    "traceq.ingest.gpu",
+    "traceq.ingest.serverlog",
+    "traceq.ingest.loadtest",
+)
 
 __all__ = ["FAMILIES", "IngestOptions", "IngestResult", "InputError", "formats", "ingest"]
 

@@ -21,3 +21,5 @@ class IngestOptions:
     """Start time (ns since epoch) for samples without a clock (dmon)."""
     interval_s: float | None = None
     """Sampling interval in seconds for samples without a clock."""
+    columns: tuple[str, ...] | None = None
+    """Field list of a headerless nvidia-smi CSV (the `--query-gpu` value), in order."""

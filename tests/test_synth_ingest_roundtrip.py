@@ -12,6 +12,7 @@ import traceq
 from traceq.ingest import IngestOptions
 from traceq.synth import scenario
 from traceq.synth.sim import plan, simulate
+from traceq.synth.write_gpu import GpuWriter
 from traceq.synth.write_vllm_log import VllmLogWriter, expected_engine_stats, expected_log_requests
 
 STATS_COLUMNS = ["ts", "engine", "prompt_tps", "gen_tps", "running", "waiting", "kv_usage",
@@ -60,3 +61,64 @@ def test_received_requests_round_trip(tmp_path):
         "WHERE kind = 'request_received' ORDER BY ts, request_id"
     ).pl()
     assert got.equals(want.select("request_id", "ts", "prompt_tokens"))
+
+
+class _RecordingGpuWriter(GpuWriter):
+    """The generator's GPU writer, keeping each nvidia-smi row and DCGM scrape it prints."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.rows: list[dict] = []
+        self.scrapes: list[tuple[int, list[float]]] = []
+        super().__init__(*args, **kwargs)
+
+    def _smi_line(self, row: dict) -> str:
+        self.rows.append(row)
+        return super()._smi_line(row)
+
+    def _scrape(self, t: int, last: dict) -> None:
+        n = len(self.window)
+        self.scrapes.append((t, [sum(col) / n for col in zip(*self.window, strict=True)]))
+        super()._scrape(t, last)
+
+
+def test_gpu_files_round_trip(tmp_path):
+    sc = scenario("gpu-throttle")
+    info, _ = plan(sc, 3)
+    gpu = _RecordingGpuWriter(
+        tmp_path / "nvidia-smi.csv",
+        tmp_path / "dcgm.prom",
+        sc.engine,
+        3,
+        info.t_ready,
+        sc.faults.throttle_clock_mhz,
+    )
+    info = simulate(sc, 3, [gpu])
+    gpu.close(info.t_end)
+    results = traceq.ingest([tmp_path / "nvidia-smi.csv", tmp_path / "dcgm.prom"], tmp_path / "ds")
+    assert [(r.format, r.quarantined) for r in results] == [
+        ("nvidia-smi-csv", 0),
+        ("dcgm-prom", 0),
+    ]
+    con = traceq.open(tmp_path / "ds")
+    src_csv = results[0].source_id
+    smi = con.sql(
+        "SELECT ts, util_gpu, util_mem, fb_used_mib, power_w, temp_c, sm_clock_mhz "
+        "FROM gpu_samples WHERE source_id = $s ORDER BY ts",
+        params={"s": src_csv},
+    ).fetchall()
+    want = [
+        (r["ts"] // 1_000_000 * 1_000_000, r["util_gpu"], r["util_mem"], r["fb_used_mib"],
+         r["power_w"], r["temp_c"], r["sm_clock_mhz"])
+        for r in gpu.rows
+    ]  # fmt: skip
+    assert smi == [tuple(float(v) if i else v for i, v in enumerate(w)) for w in want]
+    assert {r["sm_clock_mhz"] for r in gpu.rows} > {sc.faults.throttle_clock_mhz}
+    dcgm = con.sql(
+        "SELECT ts, sm_active, dram_active, tensor_active FROM gpu_samples "
+        "WHERE source_id = $s ORDER BY ts",
+        params={"s": results[1].source_id},
+    ).fetchall()
+    assert len(dcgm) == len(gpu.scrapes) > 0
+    for (ts, sm, dram, tensor), (t, avg) in zip(dcgm, gpu.scrapes, strict=True):
+        assert ts == t
+        assert (sm, dram, tensor) == tuple(round(avg[i], 6) for i in (3, 6, 5))

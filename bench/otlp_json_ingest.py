@@ -118,7 +118,8 @@ def run(name: str, src: Path, out: Path) -> tuple[float, float]:
     """(seconds, peak RSS MiB) of one runner in a fresh process."""
     code = (
         RUNNERS[name]
-        + "; import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+        # VmHWM: this process's own peak (ru_maxrss would carry the parent's over exec)
+        + "; print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])"
     )
     start = time.perf_counter()
     done = subprocess.run(

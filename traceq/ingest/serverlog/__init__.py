@@ -141,7 +141,7 @@ def _process(
     records, blank = ln.join_wrapped(lines, state.widths)
     state.blank += blank.height
     state.continuation += int((records["n_lines"] - 1).sum())
-    records = _stamp(records, clock, state).drop("mm", "dd", "hms", "date", "file", "bad_utf8")
+    records = _stamp(records, clock, state).drop("stamp", "hms", "date", "bad_utf8")
     bad_ts = records["ts"].is_null() & records["kind"].is_in(("vllm", "sglang"))
     writer.write("quarantine", quarantine_rows(records.filter(bad_ts), "invalid timestamp"))
     _count(state, "bad_timestamp", int(bad_ts.sum()))
@@ -168,7 +168,7 @@ def _stamp(records: pl.DataFrame, clock: Clock, state: _State) -> pl.DataFrame:
     vllm = records["kind"] == "vllm"
     if vllm.any():
         sub = records.filter(vllm)
-        ts = clock.vllm_ts(sub["mm"], sub["dd"], sub["hms"])
+        ts = clock.vllm_ts(sub["stamp"])
         records = records.with_columns(ts=records["ts"].scatter(vllm.arg_true(), ts))
     sglang = records["kind"] == "sglang"
     if sglang.any():

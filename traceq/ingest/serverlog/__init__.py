@@ -24,7 +24,12 @@ from traceq.ingest.serverlog import events as ev
 from traceq.ingest.serverlog import lines as ln
 from traceq.ingest.serverlog import patterns as p
 from traceq.ingest.serverlog.clock import Clock
-from traceq.ingest.serverlog.stats import quarantine_rows, sglang_stats, vllm_stats
+from traceq.ingest.serverlog.stats import (
+    innermost_process,
+    quarantine_rows,
+    sglang_stats,
+    vllm_stats,
+)
 from traceq.ingest.source import InputError, Source
 from traceq.sql import load
 
@@ -146,6 +151,7 @@ def _process(
     writer.write("quarantine", quarantine_rows(records.filter(bad_ts), "invalid timestamp"))
     _count(state, "bad_timestamp", int(bad_ts.sum()))
     records = ev.categorise(records.filter(~bad_ts))
+    records = records.with_columns(process=innermost_process(records["proc"]))
     for cat, n in records.group_by("cat").len().iter_rows():
         _count(state, cat, n)
     stats = records.filter(pl.col("cat") == "stats")

@@ -274,7 +274,7 @@ def _event(
         value=value if value is not None else pl.lit(None, pl.Float64),
         message=pl.coalesce("text_", "msg").str.slice(0, MESSAGE_LIMIT),
         line="line_no",
-        process=pl.col("proc").str.extract(r"\(([^()]*)\) $", 1),
+        process="process",
         **extra,
     )
 

@@ -94,6 +94,15 @@ def split_lines(buf: bytes, first_line_no: int) -> pl.DataFrame:
 
 # Cheap test (no captures) before the costly search for a record glued after other output.
 _GLUED_HINT = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:"
+# Lines that are no server record: the first of these that matches names the kind.
+_OTHER_KINDS = (
+    ("http", p.UVICORN_ACCESS),
+    ("uvicorn", p.UVICORN_OTHER),
+    ("binary", p.BINARY),
+    ("exception", p.EXCEPTION_LINE),  # a raw `SomethingError: …` line is its own record
+    ("process_output", p.PROCESS_OUTPUT),
+    ("third_party", p.THIRD_PARTY),
+)
 
 
 def classify(lines: pl.DataFrame) -> pl.DataFrame:
@@ -138,7 +147,7 @@ def classify(lines: pl.DataFrame) -> pl.DataFrame:
     rest = df["kind"].is_null()
     if rest.any():
         # Only lines that are no server record go through the slower tests.
-        kinds = df.filter(rest).select(_other_kind(pl.col("clean"))).to_series()
+        kinds = _other_kinds(df.filter(rest)["clean"])
         df = df.with_columns(df["kind"].scatter(rest.arg_true(), kinds))
     return df
 
@@ -149,25 +158,20 @@ def _prefix(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(msg=pl.col("clean").str.slice(pl.col("pre").str.len_chars()))
 
 
-def _other_kind(c: pl.Expr) -> pl.Expr:
-    return (
-        pl.when(c.str.strip_chars() == "")
-        .then(pl.lit("blank"))
-        .when(c.str.contains(p.UVICORN_ACCESS))
-        .then(pl.lit("http"))
-        .when(c.str.contains(p.UVICORN_OTHER))
-        .then(pl.lit("uvicorn"))
-        .when(c.str.contains(p.BINARY))
-        .then(pl.lit("binary"))
-        .when(c.str.contains(p.EXCEPTION_LINE))
-        .then(pl.lit("exception"))  # a raw `SomethingError: …` line is its own record
-        .when(c.str.contains(p.PROCESS_OUTPUT))
-        .then(pl.lit("process_output"))
-        .when(c.str.contains(p.THIRD_PARTY))
-        .then(pl.lit("third_party"))
-        .otherwise(pl.lit("other"))
-        .alias("kind")
-    )
+def _other_kinds(clean: pl.Series) -> pl.Series:
+    """`blank`, one of `_OTHER_KINDS` or `other` for each line: the first test that holds.
+    Each test runs only on the lines no earlier test decided (not every test on every line).
+    """
+    blank = clean.str.strip_chars() == ""
+    kinds = pl.select(pl.when(blank).then(pl.lit("blank"))).to_series()
+    todo = (~blank).arg_true()
+    for name, pattern in _OTHER_KINDS:
+        if todo.is_empty():
+            break
+        hit = clean.gather(todo).str.contains(pattern)
+        kinds = kinds.scatter(todo.filter(hit), name)
+        todo = todo.filter(~hit)
+    return kinds.fill_null("other").alias("kind")
 
 
 def _extract(df: pl.DataFrame, pattern: str, column: str = "clean") -> pl.DataFrame:

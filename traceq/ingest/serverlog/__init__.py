@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import zoneinfo
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -91,15 +92,20 @@ def ingest(
         raise InputError(msg) from exc
     clock = Clock(tz=options.tz, year=options.year, mtime=source.path.stat().st_mtime)
     state = _State(instance=_instance(source))
-    with source.open() as stream:
-        blocks = ln.iter_blocks(stream, progress, ln.BLOCK_BYTES)
-        pending = None
-        for block in blocks:
+    writes = _Writes(writer)
+    try:
+        with source.open() as stream:
+            blocks = ln.iter_blocks(stream, progress, ln.BLOCK_BYTES)
+            pending = None
+            for block in blocks:
+                if pending is not None:
+                    writes.submit(_process(pending, False, clock, state))
+                pending = block
             if pending is not None:
-                _process(pending, False, clock, state, writer)
-            pending = block
-        if pending is not None:
-            _process(pending, True, clock, state, writer)
+                writes.submit(_process(pending, True, clock, state))
+        writes.wait()
+    finally:
+        writes.close()
     rows = _requests(writer)
     return {
         "clock_domain": "log_local_time",
@@ -134,9 +140,40 @@ def _instance(source: Source) -> str:
     return name
 
 
+class _Writes:
+    """Each block's batches, written on one worker thread while the next block is parsed
+    (Parquet encoding and polars release the GIL). Batches are written in order, one block
+    in flight at most: memory stays bounded.
+    """
+
+    def __init__(self, writer: SourceWriter) -> None:
+        self.writer = writer
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="traceq-write")
+        self.inflight: Future[None] | None = None
+
+    def submit(self, batches: list[tuple[str, pl.DataFrame]]) -> None:
+        self.wait()
+        self.inflight = self.pool.submit(self._write, batches)
+
+    def _write(self, batches: list[tuple[str, pl.DataFrame]]) -> None:
+        for table, frame in batches:
+            self.writer.write(table, frame)
+
+    def wait(self) -> None:
+        """Until the block in flight is written; raises what writing it raised."""
+        if self.inflight is not None:
+            done, self.inflight = self.inflight, None
+            done.result()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)  # never leave a write running: the caller may discard
+
+
 def _process(
-    block: pl.DataFrame, final: bool, clock: Clock, state: _State, writer: SourceWriter
-) -> None:
+    block: pl.DataFrame, final: bool, clock: Clock, state: _State
+) -> list[tuple[str, pl.DataFrame]]:
+    """One block's records → (table, batch) pairs, in the order they are to be written."""
+    out: list[tuple[str, pl.DataFrame]] = []
     state.lines += block.height
     state.invalid_utf8 += int(block["bad_utf8"].sum())
     lines = ln.classify(block)
@@ -148,7 +185,7 @@ def _process(
     state.continuation += int((records["n_lines"] - 1).sum())
     records = _stamp(records, clock, state).drop("stamp", "hms", "date", "bad_utf8")
     bad_ts = records["ts"].is_null() & records["kind"].is_in(("vllm", "sglang"))
-    writer.write("quarantine", quarantine_rows(records.filter(bad_ts), "invalid timestamp"))
+    out.append(("quarantine", quarantine_rows(records.filter(bad_ts), "invalid timestamp")))
     _count(state, "bad_timestamp", int(bad_ts.sum()))
     records = ev.categorise(records.filter(~bad_ts))
     records = records.with_columns(process=innermost_process(records["proc"]))
@@ -157,10 +194,10 @@ def _process(
     stats = records.filter(pl.col("cat") == "stats")
     for reader, kind in ((vllm_stats, "vllm"), (sglang_stats, "sglang")):
         rows, bad = reader(stats.filter(pl.col("kind") == kind))
-        writer.write("engine_stats", rows)
-        writer.write("quarantine", bad)
+        out += [("engine_stats", rows), ("quarantine", bad)]
     for table, frame in ev.extract(records.filter(pl.col("cat") != "stats")).items():
-        writer.write(_SCRATCH.get(table, table), frame)
+        out.append((_SCRATCH.get(table, table), frame))
+    return out
 
 
 def _count(state: _State, cat: str, n: int) -> None:

@@ -185,9 +185,11 @@ def _process(
     state.continuation += int((records["n_lines"] - 1).sum())
     records = _stamp(records, clock, state).drop("stamp", "hms", "date", "bad_utf8")
     bad_ts = records["ts"].is_null() & records["kind"].is_in(("vllm", "sglang"))
-    out.append(("quarantine", quarantine_rows(records.filter(bad_ts), "invalid timestamp")))
-    _count(state, "bad_timestamp", int(bad_ts.sum()))
-    records = ev.categorise(records.filter(~bad_ts))
+    if bad_ts.any():  # rare: spare the copy of every column otherwise
+        out.append(("quarantine", quarantine_rows(records.filter(bad_ts), "invalid timestamp")))
+        _count(state, "bad_timestamp", int(bad_ts.sum()))
+        records = records.filter(~bad_ts)
+    records = ev.categorise(records)
     records = records.with_columns(process=innermost_process(records["proc"]))
     for cat, n in records.group_by("cat").len().iter_rows():
         _count(state, cat, n)

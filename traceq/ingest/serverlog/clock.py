@@ -53,20 +53,25 @@ class Clock:
         base = self._first_year(int(valid[0]))
         prev = month.forward_fill().shift(1, fill_value=self.last_month)
         wrapped = (prev - month > WRAP_MONTH_DROP).fill_null(False)
-        years = base + self.wraps + wrapped.cum_sum()
-        self.wraps += int(wrapped.sum())
+        n_wraps = int(wrapped.sum())
+        year = base + self.wraps
+        self.wraps += n_wraps
         self.last_month = int(valid[-1])
-        text = pl.concat_str(years.cast(pl.String), pl.lit("-"), stamp)
+        if n_wraps == 0:  # one year for the whole block (the rule): no per-row text to build
+            return self._to_ns(stamp, prefix=f"{year}-")
+        text = pl.concat_str((year + wrapped.cum_sum()).cast(pl.String), pl.lit("-"), stamp)
         return self._to_ns(pl.select(text).to_series())
 
     def iso_ts(self, text: pl.Series) -> pl.Series:
         """ns stamps of `YYYY-MM-DD HH:MM:SS[.f]` or ISO `T` local times; null where invalid."""
         return self._to_ns(text.str.replace("T", " ", literal=True))
 
-    def _to_ns(self, text: pl.Series) -> pl.Series:
+    def _to_ns(self, text: pl.Series, prefix: str = "") -> pl.Series:
+        """ns stamps of `prefix` + `text` rows (local times); null where invalid."""
         # Stamps repeat (one-second resolution): each distinct one is parsed once.
         distinct = text.drop_nulls().unique()
-        parsed = distinct.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", time_unit="ns", strict=False)
+        full = pl.select(pl.lit(prefix) + pl.lit(distinct)).to_series() if prefix else distinct
+        parsed = full.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", time_unit="ns", strict=False)
         local = parsed.dt.replace_time_zone(self.tz, ambiguous="earliest", non_existent="null")
         ns = local.dt.epoch("ns")
         return text.replace_strict(distinct, ns, default=None, return_dtype=pl.Int64).alias("ts")

@@ -108,12 +108,15 @@ _OTHER_KINDS = (
 def classify(lines: pl.DataFrame) -> pl.DataFrame:
     """Add `kind`, the prefix fields and `msg` to each line; glued records are cut out."""
     clean = pl.col("text")
-    # Each clean-up only when the block needs it (most logs have no ANSI, CR or Ray lines).
-    flags = lines.select(
-        esc=pl.col("text").str.contains("\x1b", literal=True).any(),
-        cr=pl.col("text").str.contains("\r", literal=True).any(),
-        ray=pl.col("text").str.contains("[repeated ", literal=True).any(),
-    ).row(0)
+    # Each clean-up only when the block needs it (most logs have no ANSI, CR or Ray lines):
+    # one pass tells whether any is needed, a pass per clean-up then tells which.
+    flags = (False, False, False)
+    if lines["text"].str.contains(r"\x1b|\r|\[repeated ").any():
+        flags = lines.select(
+            esc=pl.col("text").str.contains("\x1b", literal=True).any(),
+            cr=pl.col("text").str.contains("\r", literal=True).any(),
+            ray=pl.col("text").str.contains("[repeated ", literal=True).any(),
+        ).row(0)
     if flags[0]:
         clean = clean.str.replace_all(p.ANSI, "")
     if flags[1]:
@@ -189,8 +192,10 @@ def join_wrapped(
     width (`wrap_widths`, collected in `widths` across blocks) was cut mid-word: join without
     a space; other lines were reflowed at word boundaries: join with one.
     """
-    blank = df.filter(pl.col("kind") == "blank")
-    df = df.filter(pl.col("kind") != "blank")
+    is_blank = df["kind"] == "blank"
+    blank = df.filter(is_blank)
+    if blank.height:
+        df = df.filter(~is_blank)
     head = pl.when(pl.col("kind") != "other").then(pl.col("kind")).forward_fill().shift(1)
     df = df.with_columns(cont=(pl.col("kind") == "other") & head.is_in(_JOINABLE).fill_null(False))
     if not df["cont"].any():

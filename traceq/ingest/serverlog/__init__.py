@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import re
 import zoneinfo
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -94,13 +96,20 @@ def ingest(
     state = _State(instance=_instance(source))
     writes = _Writes(writer)
     try:
-        with source.open() as stream:
-            blocks = ln.iter_blocks(stream, progress, ln.BLOCK_BYTES)
+        read: deque[int] = deque()  # bytes read on the worker, reported from here
+        with (
+            source.open() as stream,
+            closing(_read_ahead(ln.iter_blocks(stream, read.append, ln.BLOCK_BYTES))) as blocks,
+        ):
             pending = None
             for block in blocks:
+                while read:
+                    progress(read.popleft())
                 if pending is not None:
                     writes.submit(_process(pending, False, clock, state))
                 pending = block
+            while read:
+                progress(read.popleft())
             if pending is not None:
                 writes.submit(_process(pending, True, clock, state))
         writes.wait()
@@ -138,6 +147,16 @@ def _instance(source: Source) -> str:
     for suffix in (".gz", ".zst", ".zstd"):
         name = name.removesuffix(suffix)
     return name
+
+
+def _read_ahead(blocks: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+    """`blocks`, the next one read and cut into lines on a worker thread while the caller
+    works on this one (file reads and polars release the GIL); one block ahead at most."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="traceq-read") as pool:
+        ahead = pool.submit(next, blocks, None)
+        while (block := ahead.result()) is not None:
+            ahead = pool.submit(next, blocks, None)
+            yield block
 
 
 class _Writes:

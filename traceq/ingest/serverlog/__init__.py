@@ -150,12 +150,18 @@ def _instance(source: Source) -> str:
 
 
 def _read_ahead(blocks: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
-    """`blocks`, the next one read and cut into lines on a worker thread while the caller
-    works on this one (file reads and polars release the GIL); one block ahead at most."""
+    """`blocks` classified (`lines.classify`, which needs nothing from other blocks); the
+    next one read, cut into lines and classified on a worker thread while the caller works
+    on this one (file reads and polars release the GIL); one block ahead at most."""
+
+    def step() -> pl.DataFrame | None:
+        block = next(blocks, None)
+        return None if block is None else ln.classify(block)
+
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="traceq-read") as pool:
-        ahead = pool.submit(next, blocks, None)
+        ahead = pool.submit(step)
         while (block := ahead.result()) is not None:
-            ahead = pool.submit(next, blocks, None)
+            ahead = pool.submit(step)
             yield block
 
 
@@ -189,13 +195,12 @@ class _Writes:
 
 
 def _process(
-    block: pl.DataFrame, final: bool, clock: Clock, state: _State
+    lines: pl.DataFrame, final: bool, clock: Clock, state: _State
 ) -> list[tuple[str, pl.DataFrame]]:
-    """One block's records → (table, batch) pairs, in the order they are to be written."""
+    """One block's classified lines → (table, batch) pairs, in the order to write them."""
     out: list[tuple[str, pl.DataFrame]] = []
-    state.lines += block.height
-    state.invalid_utf8 += int(block["bad_utf8"].sum())
-    lines = ln.classify(block)
+    state.lines += lines.height
+    state.invalid_utf8 += int(lines["bad_utf8"].sum())
     if state.carry.height:
         lines = pl.concat([state.carry, lines], how="vertical_relaxed")
     lines, state.carry = ln.split_open_tail(lines, final)

@@ -26,6 +26,7 @@ from traceq.dataset import SourceWriter
 from traceq.ingest.serverlog import events as ev
 from traceq.ingest.serverlog import lines as ln
 from traceq.ingest.serverlog import patterns as p
+from traceq.ingest.serverlog.categories import categorise
 from traceq.ingest.serverlog.clock import Clock
 from traceq.ingest.serverlog.stats import (
     innermost_process,
@@ -213,7 +214,7 @@ def _process(
         out.append(("quarantine", quarantine_rows(records.filter(bad_ts), "invalid timestamp")))
         _count(state, "bad_timestamp", int(bad_ts.sum()))
         records = records.filter(~bad_ts)
-    records = ev.categorise(records)
+    records = categorise(records)
     records = records.with_columns(process=innermost_process(records["proc"]))
     for cat, n in records.group_by("cat").len().iter_rows():
         _count(state, cat, n)

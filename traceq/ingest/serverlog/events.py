@@ -1,14 +1,13 @@
 """Log records → `events`: startup milestones, preemptions, request lifecycle, HTTP access,
 warnings, errors, OOM and engine death.
 
-`categorise` gives every record exactly one category (cheap literal tests, in priority order);
-`extract` turns each category into event rows, lifecycle rows (for the coarse `requests`
-rows) or quarantine rows. What remains is counted by category in the manifest.
+`categories.categorise` gives every record exactly one category; `extract` turns each
+category into event rows, lifecycle rows (for the coarse `requests` rows) or quarantine rows.
+What remains is counted by category in the manifest.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import polars as pl
@@ -149,117 +148,6 @@ FAILURES: tuple[tuple[str, str], ...] = (
     ),
     ("shutdown", r"signal=SIG(?:TERM|INT)|Shutting down"),
 )
-_RAW_TEXT = pl.col("clean").str.replace(r"^(?:\([^()]*\) )+", "")
-
-
-# What a vLLM message starts with decides its category (one anchored pass over all records).
-_STARTS: tuple[tuple[str, str], ...] = (
-    ("stats", r"Avg prompt throughput:|Throughput: [\d.]+ tokens/s"),
-    ("received", r"Received request "),
-    ("lifecycle", r"(?:Added|Finished|Aborted) request "),
-    ("preemption", r"Sequence group \S+ is preempted by"),
-    *((m.name, m.start) for m in MILESTONES),
-)
-# One anchored pass finds which start a message has (group 1: the start's own text).
-_START = p.ascii_classes(
-    "^(?:Engine \\d+: )?(" + "|".join(f"(?:{frag})" for _, frag in _STARTS) + ")"
-)
-_START_RE = tuple((name, re.compile(frag)) for name, frag in _STARTS)
-# The commonest starts, decided by literal tests first (the same answer `_START` gives, at a
-# fraction of the cost of a capture over every message); `_START` runs on the rest only.
-_QUICK_STARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("received", ("Received request ",)),
-    ("lifecycle", ("Added request ", "Finished request ", "Aborted request ")),
-    ("stats", ("Avg prompt throughput:",)),
-)
-_QUICK_ENGINE_STATS = r"^Engine [0-9]+: Avg prompt throughput:"
-# Rarer text found anywhere in a message: failures and shutdown (one pass, few matches).
-_ANYWHERE = "|".join(pattern for _, pattern in FAILURES)
-
-
-_OWN_CATEGORY = ("http", "long", "binary", "third_party")
-
-
-def categorise(records: pl.DataFrame) -> pl.DataFrame:
-    """Add `cat`: the one thing each record is. The bulk (vLLM lines) is decided by how the
-    message starts; only what remains goes through the slower tests."""
-    # `text_`: the message of an event when it is not `msg` (set for the residual records).
-    records = records.with_columns(text_=pl.lit(None, pl.String), cat=pl.lit(None, pl.String))
-    vllm = records["kind"] == "vllm"
-    if vllm.any():
-        cats = _start_cats(records.filter(vllm)["msg"])
-        records = records.with_columns(records["cat"].scatter(vllm.arg_true(), cats))
-    # Kinds that are their own category skip the residual tests.
-    own = pl.col("kind").is_in(_OWN_CATEGORY)
-    records = records.with_columns(cat=pl.when(own).then("kind").otherwise("cat"))
-    rest = records["cat"].is_null()
-    if rest.any():
-        sub = records.filter(rest)
-        sub = sub.with_columns(
-            text_=pl.when(pl.col("kind").is_in(("vllm", "sglang")))
-            .then(pl.col("msg"))
-            .otherwise(_RAW_TEXT)
-        )
-        sub = sub.with_columns(_residual_cat())
-        records = records.with_columns(
-            records["cat"].scatter(rest.arg_true(), sub["cat"]),
-            records["text_"].scatter(rest.arg_true(), sub["text_"]),
-        )
-    return records
-
-
-def _start_cats(msg: pl.Series) -> pl.Series:
-    """The category each message's start gives (null: none of `_STARTS`)."""
-    m = pl.col("msg")
-    quick = pl.when(m.str.starts_with("Engine ") & m.str.contains(_QUICK_ENGINE_STATS))
-    quick = quick.then(pl.lit("stats"))
-    for name, starts in _QUICK_STARTS:
-        hit = pl.any_horizontal(m.str.starts_with(start) for start in starts)
-        quick = quick.when(hit).then(pl.lit(name))
-    cats = msg.to_frame("msg").select(quick.otherwise(None)).to_series()
-    rest = cats.is_null()
-    if not rest.any():
-        return cats
-    hits = msg.filter(rest).str.extract(_START, 1)
-    # Few distinct starts: name each once in Python, then map them all at once.
-    names = {hit: _start_name(hit) for hit in hits.drop_nulls().unique().to_list()}
-    named = hits.replace_strict(names, default=None, return_dtype=pl.String)
-    return cats.scatter(rest.arg_true(), named)
-
-
-def _start_name(hit: str) -> str | None:
-    return next((name for name, rx in _START_RE if rx.match(hit)), None)
-
-
-def _residual_cat() -> pl.Expr:
-    """Category of records no message start decided (errors, warnings, other output)."""
-    kind, msg, text = pl.col("kind"), pl.col("msg"), pl.col("text_")
-    vllm = kind == "vllm"
-    level = pl.col("level")
-    cat = pl.when(kind.is_in(("http", "long", "binary"))).then(kind)
-    cat = cat.when((kind == "sglang") & msg.str.contains(r"^(?:Prefill|Decode) batch")).then(
-        pl.lit("stats")
-    )
-    cat = cat.when(vllm & level.is_in(("ERROR", "CRITICAL")) & msg.str.contains(p.TRACEBACK_BODY))
-    cat = cat.then(pl.lit("traceback"))
-    raw = kind.is_in(("process_output", "other", "exception"))
-    might_fail = (vllm | raw) & text.str.contains(_ANYWHERE)
-    for name, pattern in FAILURES:
-        cat = cat.when(might_fail & text.str.contains(pattern)).then(pl.lit(name))
-    cat = cat.when(kind == "uvicorn").then(
-        pl.when(text.str.contains("Application startup complete", literal=True))
-        .then(pl.lit("startup_ready"))
-        .otherwise(pl.lit("uvicorn"))
-    )
-    cat = cat.when(vllm & level.is_in(("ERROR", "CRITICAL"))).then(pl.lit("error"))
-    cat = cat.when(vllm & (level == "WARNING")).then(pl.lit("warning"))
-    cat = cat.when(raw & text.str.contains(p.EXCEPTION_LINE))
-    cat = cat.then(pl.lit("exception"))
-    cat = cat.when((kind == "other") & text.str.contains(p.STATS_FRAGMENT)).then(
-        pl.lit("stats_fragment")
-    )
-    cat = cat.when(vllm).then(pl.concat_str(pl.lit("vllm_"), level.str.to_lowercase()))
-    return cat.otherwise(kind).alias("cat")
 
 
 def _event(

@@ -168,8 +168,9 @@ def _read_ahead(blocks: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
 
 class _Writes:
     """Each block's batches, written on one worker thread while the next block is parsed
-    (Parquet encoding and polars release the GIL). Batches are written in order, one block
-    in flight at most: memory stays bounded.
+    (Parquet encoding and polars release the GIL); the worker also reads the block's events
+    (`events.extract` needs nothing from other blocks). Batches are written in order, one
+    block in flight at most: memory stays bounded.
     """
 
     def __init__(self, writer: SourceWriter) -> None:
@@ -177,13 +178,16 @@ class _Writes:
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="traceq-write")
         self.inflight: Future[None] | None = None
 
-    def submit(self, batches: list[tuple[str, pl.DataFrame]]) -> None:
+    def submit(self, block: tuple[list[tuple[str, pl.DataFrame]], pl.DataFrame]) -> None:
+        """`block`: (batches, the records whose events are still to be read)."""
         self.wait()
-        self.inflight = self.pool.submit(self._write, batches)
+        self.inflight = self.pool.submit(self._write, *block)
 
-    def _write(self, batches: list[tuple[str, pl.DataFrame]]) -> None:
+    def _write(self, batches: list[tuple[str, pl.DataFrame]], records: pl.DataFrame) -> None:
         for table, frame in batches:
             self.writer.write(table, frame)
+        for table, frame in ev.extract(records).items():
+            self.writer.write(_SCRATCH.get(table, table), frame)
 
     def wait(self) -> None:
         """Until the block in flight is written; raises what writing it raised."""
@@ -197,8 +201,9 @@ class _Writes:
 
 def _process(
     lines: pl.DataFrame, final: bool, clock: Clock, state: _State
-) -> list[tuple[str, pl.DataFrame]]:
-    """One block's classified lines → (table, batch) pairs, in the order to write them."""
+) -> tuple[list[tuple[str, pl.DataFrame]], pl.DataFrame]:
+    """One block's classified lines → ((table, batch) pairs in the order to write them, the
+    categorised records other than stats: their events are read by `_Writes`)."""
     out: list[tuple[str, pl.DataFrame]] = []
     state.lines += lines.height
     state.invalid_utf8 += int(lines["bad_utf8"].sum())
@@ -222,9 +227,7 @@ def _process(
     for reader, kind in ((vllm_stats, "vllm"), (sglang_stats, "sglang")):
         rows, bad = reader(stats.filter(pl.col("kind") == kind))
         out += [("engine_stats", rows), ("quarantine", bad)]
-    for table, frame in ev.extract(records.filter(pl.col("cat") != "stats")).items():
-        out.append((_SCRATCH.get(table, table), frame))
-    return out
+    return out, records.filter(pl.col("cat") != "stats")
 
 
 def _count(state: _State, cat: str, n: int) -> None:

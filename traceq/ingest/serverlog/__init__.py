@@ -28,12 +28,7 @@ from traceq.ingest.serverlog import lines as ln
 from traceq.ingest.serverlog import patterns as p
 from traceq.ingest.serverlog.categories import categorise
 from traceq.ingest.serverlog.clock import Clock
-from traceq.ingest.serverlog.stats import (
-    innermost_process,
-    quarantine_rows,
-    sglang_stats,
-    vllm_stats,
-)
+from traceq.ingest.serverlog.stats import quarantine_rows, sglang_stats, vllm_stats
 from traceq.ingest.source import InputError, Source
 from traceq.sql import load
 
@@ -220,7 +215,6 @@ def _process(
         _count(state, "bad_timestamp", int(bad_ts.sum()))
         records = records.filter(~bad_ts)
     records = categorise(records)
-    records = records.with_columns(process=innermost_process(records["proc"]))
     for cat, n in records.group_by("cat").len().iter_rows():
         _count(state, cat, n)
     stats = records.filter(pl.col("cat") == "stats")
@@ -240,8 +234,7 @@ def _stamp(records: pl.DataFrame, clock: Clock, state: _State) -> pl.DataFrame:
     records = records.with_columns(instance=pl.lit(state.instance), ts=pl.lit(None, pl.Int64))
     vllm = records["kind"] == "vllm"
     if vllm.any():
-        sub = records.filter(vllm)
-        ts = clock.vllm_ts(sub["stamp"])
+        ts = clock.vllm_ts(records["stamp"].filter(vllm))
         records = records.with_columns(ts=records["ts"].scatter(vllm.arg_true(), ts))
     sglang = records["kind"] == "sglang"
     if sglang.any():

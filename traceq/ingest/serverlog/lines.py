@@ -106,7 +106,8 @@ _OTHER_KINDS = (
 
 
 def classify(lines: pl.DataFrame) -> pl.DataFrame:
-    """Add `kind`, the prefix fields and `msg` to each line; glued records are cut out."""
+    """Add `kind`, the prefix fields, `process` and `msg` to each line; glued records are
+    cut out."""
     clean = pl.col("text")
     # Each clean-up only when the block needs it (most logs have no ANSI, CR or Ray lines):
     # one pass tells whether any is needed, a pass per clean-up then tells which.
@@ -152,7 +153,17 @@ def classify(lines: pl.DataFrame) -> pl.DataFrame:
         # Only lines that are no server record go through the slower tests.
         kinds = _other_kinds(df.filter(rest)["clean"])
         df = df.with_columns(df["kind"].scatter(rest.arg_true(), kinds))
-    return df
+    return df.with_columns(process=innermost_process(df["proc"]))
+
+
+def innermost_process(proc: pl.Series) -> pl.Series:
+    """The innermost process prefix of each `proc`, e.g. `EngineCore_DP0 pid=143`.
+
+    A log has few distinct prefixes: each is read once, then mapped onto the rows.
+    """
+    distinct = proc.drop_nulls().unique()
+    inner = distinct.str.extract(r"\(([^()]*)\) $", 1)
+    return proc.replace_strict(distinct, inner, default=None, return_dtype=pl.String)
 
 
 def _prefix(df: pl.DataFrame) -> pl.DataFrame:

@@ -112,16 +112,6 @@ def _col_i(df: pl.DataFrame, name: str) -> pl.Expr:
     return _i(name) if name in df.columns else pl.lit(None, pl.Int64)
 
 
-def innermost_process(proc: pl.Series) -> pl.Series:
-    """The innermost process prefix of each `proc`, e.g. `EngineCore_DP0 pid=143`.
-
-    A log has few distinct prefixes: each is read once, then mapped onto the rows.
-    """
-    distinct = proc.drop_nulls().unique()
-    inner = distinct.str.extract(r"\(([^()]*)\) $", 1)
-    return proc.replace_strict(distinct, inner, default=None, return_dtype=pl.String)
-
-
 def quarantine_rows(df: pl.DataFrame, reason: pl.Expr | str) -> pl.DataFrame:
     """Quarantine rows (`location`, `reason`, `raw`) for records of `df`."""
     from traceq.schema import RAW_LIMIT

@@ -217,11 +217,13 @@ def _process(
     records = categorise(records)
     for cat, n in records.group_by("cat").len().iter_rows():
         _count(state, cat, n)
-    stats = records.filter(pl.col("cat") == "stats")
+    is_stats = records["cat"] == "stats"
     for reader, kind in ((vllm_stats, "vllm"), (sglang_stats, "sglang")):
-        rows, bad = reader(stats.filter(pl.col("kind") == kind))
-        out += [("engine_stats", rows), ("quarantine", bad)]
-    return out, records.filter(pl.col("cat") != "stats")
+        mine = is_stats & (records["kind"] == kind)
+        if mine.any():  # one copy of the rows each reader needs, none when there are none
+            rows, bad = reader(records.filter(mine))
+            out += [("engine_stats", rows), ("quarantine", bad)]
+    return out, records.filter(~is_stats)
 
 
 def _count(state: _State, cat: str, n: int) -> None:

@@ -128,14 +128,16 @@ def classify(lines: pl.DataFrame) -> pl.DataFrame:
     df = df.with_columns(long=pl.col("clean").str.len_bytes() > MAX_LINE_BYTES)
     df = _prefix(df)
     # A record glued after a tqdm bar or a VLLM_LOGGING_PREFIX: keep the part from its prefix.
-    glued = df.filter(pl.col("level").is_null() & ~pl.col("long"))  # filter first: cheap
+    glued = df.select("line_no", "clean", "level", "long")  # only what is needed
+    glued = glued.filter(pl.col("level").is_null() & ~pl.col("long"))  # filter first: cheap
     glued = glued.filter(pl.col("clean").str.contains(_GLUED_HINT))
     if glued.height:
         glued = glued.select("line_no", clean=pl.col("clean").str.extract(p.VLLM_GLUED, 2))
         df = df.update(_prefix(glued).drop("pre"), on="line_no")
     none = pl.lit(None, pl.String)
     df = df.drop("pre").with_columns(date=none, hms=none, ranks=none)
-    sg = df.filter(pl.col("level").is_null() & pl.col("clean").str.starts_with("["))
+    sg = df.select("line_no", "clean", "level")
+    sg = sg.filter(pl.col("level").is_null() & pl.col("clean").str.starts_with("["))
     if sg.height:
         sg = _extract(sg.select("line_no", "clean"), p.SGLANG_LINE)
         df = df.update(sg.drop("clean").filter(pl.col("date").is_not_null()), on="line_no")
@@ -151,7 +153,7 @@ def classify(lines: pl.DataFrame) -> pl.DataFrame:
     rest = df["kind"].is_null()
     if rest.any():
         # Only lines that are no server record go through the slower tests.
-        kinds = _other_kinds(df.filter(rest)["clean"])
+        kinds = _other_kinds(df["clean"].filter(rest))
         df = df.with_columns(df["kind"].scatter(rest.arg_true(), kinds))
     return df.with_columns(process=innermost_process(df["proc"]))
 

@@ -266,7 +266,7 @@ def _requests(
     rec = rec.with_columns(
         prompt_tokens=pl.coalesce(
             pl.when(pl.col("ids").str.strip_chars() != "").then(
-                pl.col("ids").str.count_matches(",").cast(pl.Int64) + 1
+                pl.col("ids").str.count_matches(",", literal=True).cast(pl.Int64) + 1
             ),
             pl.when(pl.col("ids").is_not_null()).then(pl.lit(0, pl.Int64)),
             "n",

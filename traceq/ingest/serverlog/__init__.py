@@ -26,7 +26,7 @@ from traceq.dataset import SourceWriter
 from traceq.ingest.serverlog import events as ev
 from traceq.ingest.serverlog import lines as ln
 from traceq.ingest.serverlog import patterns as p
-from traceq.ingest.serverlog.categories import categorise
+from traceq.ingest.serverlog.categories import categorise, line_starts
 from traceq.ingest.serverlog.clock import Clock
 from traceq.ingest.serverlog.stats import quarantine_rows, sglang_stats, vllm_stats
 from traceq.ingest.source import InputError, Source
@@ -146,13 +146,14 @@ def _instance(source: Source) -> str:
 
 
 def _read_ahead(blocks: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
-    """`blocks` classified (`lines.classify`, which needs nothing from other blocks); the
-    next one read, cut into lines and classified on a worker thread while the caller works
-    on this one (file reads and polars release the GIL); one block ahead at most."""
+    """`blocks` classified (`lines.classify`, `categories.line_starts`: they need nothing
+    from other blocks); the next one read, cut into lines and classified on a worker thread
+    while the caller works on this one (file reads and polars release the GIL); one block
+    ahead at most."""
 
     def step() -> pl.DataFrame | None:
         block = next(blocks, None)
-        return None if block is None else ln.classify(block)
+        return None if block is None else line_starts(ln.classify(block))
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="traceq-read") as pool:
         ahead = pool.submit(step)

@@ -45,15 +45,27 @@ _ANYWHERE = "|".join(pattern for _, pattern in FAILURES)
 _OWN_CATEGORY = ("http", "long", "binary", "third_party")
 
 
-def categorise(records: pl.DataFrame) -> pl.DataFrame:
-    """Add `cat`: the one thing each record is. The bulk (vLLM lines) is decided by how the
-    message starts; only what remains goes through the slower tests."""
-    # `text_`: the message of an event when it is not `msg` (set for the residual records).
-    records = records.with_columns(text_=pl.lit(None, pl.String), cat=pl.lit(None, pl.String))
-    vllm = records["kind"] == "vllm"
+def line_starts(lines: pl.DataFrame) -> pl.DataFrame:
+    """Add `start`: the category the message start of each vLLM line gives (null: none of
+    `_STARTS`, or no vLLM line). Line by line, so it runs ahead on the reading thread; a
+    record joined from several lines is looked at again by `categorise`."""
+    start = pl.Series("start", [None] * lines.height, pl.String)
+    vllm = lines["kind"] == "vllm"
     if vllm.any():
-        cats = _start_cats(records["msg"].filter(vllm))
-        records = records.with_columns(records["cat"].scatter(vllm.arg_true(), cats))
+        start = start.scatter(vllm.arg_true(), _start_cats(lines["msg"].filter(vllm)))
+    return lines.with_columns(start)
+
+
+def categorise(records: pl.DataFrame) -> pl.DataFrame:
+    """Add `cat`: the one thing each record is (and drop `start`, see `line_starts`). The
+    bulk (vLLM lines) is decided by how the message starts; only what remains goes through
+    the slower tests."""
+    cat = records["start"]
+    joined = (records["kind"] == "vllm") & (records["n_lines"] > 1)
+    if joined.any():  # the message is no longer the one `line_starts` looked at
+        cat = cat.scatter(joined.arg_true(), _start_cats(records["msg"].filter(joined)))
+    # `text_`: the message of an event when it is not `msg` (set for the residual records).
+    records = records.drop("start").with_columns(text_=pl.lit(None, pl.String), cat=cat)
     # Kinds that are their own category skip the residual tests.
     own = pl.col("kind").is_in(_OWN_CATEGORY)
     records = records.with_columns(cat=pl.when(own).then("kind").otherwise("cat"))

@@ -100,12 +100,12 @@ def run_polars(path: Path) -> dict:
 
 def run_python_re(path: Path) -> dict:
     """The same classification as traceq, one line at a time with Python `re`."""
-    from traceq.ingest.serverlog import events as ev
+    from traceq.ingest.serverlog import categories as cg
     from traceq.ingest.serverlog import patterns as p
 
     prefix = re.compile(p.VLLM_LINE)
     stats = re.compile(p.STATS)
-    start = re.compile(ev._START)
+    start = re.compile(cg._START)
     received = re.compile(p.RECEIVED)
     ids = re.compile(p.PROMPT_IDS)
     lifecycle = re.compile(p.LIFECYCLE)

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import re
 import zoneinfo
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -23,6 +26,7 @@ from traceq.dataset import SourceWriter
 from traceq.ingest.serverlog import events as ev
 from traceq.ingest.serverlog import lines as ln
 from traceq.ingest.serverlog import patterns as p
+from traceq.ingest.serverlog.categories import categorise, line_starts
 from traceq.ingest.serverlog.clock import Clock
 from traceq.ingest.serverlog.stats import quarantine_rows, sglang_stats, vllm_stats
 from traceq.ingest.source import InputError, Source
@@ -86,15 +90,27 @@ def ingest(
         raise InputError(msg) from exc
     clock = Clock(tz=options.tz, year=options.year, mtime=source.path.stat().st_mtime)
     state = _State(instance=_instance(source))
-    with source.open() as stream:
-        blocks = ln.iter_blocks(stream, progress, ln.BLOCK_BYTES)
-        pending = None
-        for block in blocks:
+    writes = _Writes(writer)
+    try:
+        read: deque[int] = deque()  # bytes read on the worker, reported from here
+        with (
+            source.open() as stream,
+            closing(_read_ahead(ln.iter_blocks(stream, read.append, ln.BLOCK_BYTES))) as blocks,
+        ):
+            pending = None
+            for block in blocks:
+                while read:
+                    progress(read.popleft())
+                if pending is not None:
+                    writes.submit(_process(pending, False, clock, state))
+                pending = block
+            while read:
+                progress(read.popleft())
             if pending is not None:
-                _process(pending, False, clock, state, writer)
-            pending = block
-        if pending is not None:
-            _process(pending, True, clock, state, writer)
+                writes.submit(_process(pending, True, clock, state))
+        writes.wait()
+    finally:
+        writes.close()
     rows = _requests(writer)
     return {
         "clock_domain": "log_local_time",
@@ -129,32 +145,86 @@ def _instance(source: Source) -> str:
     return name
 
 
+def _read_ahead(blocks: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+    """`blocks` classified (`lines.classify`, `categories.line_starts`: they need nothing
+    from other blocks); the next one read, cut into lines and classified on a worker thread
+    while the caller works on this one (file reads and polars release the GIL); one block
+    ahead at most."""
+
+    def step() -> pl.DataFrame | None:
+        block = next(blocks, None)
+        return None if block is None else line_starts(ln.classify(block))
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="traceq-read") as pool:
+        ahead = pool.submit(step)
+        while (block := ahead.result()) is not None:
+            ahead = pool.submit(step)
+            yield block
+
+
+class _Writes:
+    """Each block's batches, written on one worker thread while the next block is parsed
+    (Parquet encoding and polars release the GIL); the worker also reads the block's events
+    (`events.extract` needs nothing from other blocks). Batches are written in order, one
+    block in flight at most: memory stays bounded.
+    """
+
+    def __init__(self, writer: SourceWriter) -> None:
+        self.writer = writer
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="traceq-write")
+        self.inflight: Future[None] | None = None
+
+    def submit(self, block: tuple[list[tuple[str, pl.DataFrame]], pl.DataFrame]) -> None:
+        """`block`: (batches, the records whose events are still to be read)."""
+        self.wait()
+        self.inflight = self.pool.submit(self._write, *block)
+
+    def _write(self, batches: list[tuple[str, pl.DataFrame]], records: pl.DataFrame) -> None:
+        for table, frame in batches:
+            self.writer.write(table, frame)
+        for table, frame in ev.extract(records).items():
+            self.writer.write(_SCRATCH.get(table, table), frame)
+
+    def wait(self) -> None:
+        """Until the block in flight is written; raises what writing it raised."""
+        if self.inflight is not None:
+            done, self.inflight = self.inflight, None
+            done.result()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)  # never leave a write running: the caller may discard
+
+
 def _process(
-    block: pl.DataFrame, final: bool, clock: Clock, state: _State, writer: SourceWriter
-) -> None:
-    state.lines += block.height
-    state.invalid_utf8 += int(block["bad_utf8"].sum())
-    lines = ln.classify(block)
+    lines: pl.DataFrame, final: bool, clock: Clock, state: _State
+) -> tuple[list[tuple[str, pl.DataFrame]], pl.DataFrame]:
+    """One block's classified lines → ((table, batch) pairs in the order to write them, the
+    categorised records other than stats: their events are read by `_Writes`)."""
+    out: list[tuple[str, pl.DataFrame]] = []
+    state.lines += lines.height
+    state.invalid_utf8 += int(lines["bad_utf8"].sum())
     if state.carry.height:
         lines = pl.concat([state.carry, lines], how="vertical_relaxed")
     lines, state.carry = ln.split_open_tail(lines, final)
     records, blank = ln.join_wrapped(lines, state.widths)
     state.blank += blank.height
     state.continuation += int((records["n_lines"] - 1).sum())
-    records = _stamp(records, clock, state).drop("mm", "dd", "hms", "date", "file", "bad_utf8")
+    records = _stamp(records, clock, state).drop("stamp", "hms", "date", "bad_utf8")
     bad_ts = records["ts"].is_null() & records["kind"].is_in(("vllm", "sglang"))
-    writer.write("quarantine", quarantine_rows(records.filter(bad_ts), "invalid timestamp"))
-    _count(state, "bad_timestamp", int(bad_ts.sum()))
-    records = ev.categorise(records.filter(~bad_ts))
+    if bad_ts.any():  # rare: spare the copy of every column otherwise
+        out.append(("quarantine", quarantine_rows(records.filter(bad_ts), "invalid timestamp")))
+        _count(state, "bad_timestamp", int(bad_ts.sum()))
+        records = records.filter(~bad_ts)
+    records = categorise(records)
     for cat, n in records.group_by("cat").len().iter_rows():
         _count(state, cat, n)
-    stats = records.filter(pl.col("cat") == "stats")
+    is_stats = records["cat"] == "stats"
     for reader, kind in ((vllm_stats, "vllm"), (sglang_stats, "sglang")):
-        rows, bad = reader(stats.filter(pl.col("kind") == kind))
-        writer.write("engine_stats", rows)
-        writer.write("quarantine", bad)
-    for table, frame in ev.extract(records.filter(pl.col("cat") != "stats")).items():
-        writer.write(_SCRATCH.get(table, table), frame)
+        mine = is_stats & (records["kind"] == kind)
+        if mine.any():  # one copy of the rows each reader needs, none when there are none
+            rows, bad = reader(records.filter(mine))
+            out += [("engine_stats", rows), ("quarantine", bad)]
+    return out, records.filter(~is_stats)
 
 
 def _count(state: _State, cat: str, n: int) -> None:
@@ -167,8 +237,7 @@ def _stamp(records: pl.DataFrame, clock: Clock, state: _State) -> pl.DataFrame:
     records = records.with_columns(instance=pl.lit(state.instance), ts=pl.lit(None, pl.Int64))
     vllm = records["kind"] == "vllm"
     if vllm.any():
-        sub = records.filter(vllm)
-        ts = clock.vllm_ts(sub["mm"], sub["dd"], sub["hms"])
+        ts = clock.vllm_ts(records["stamp"].filter(vllm))
         records = records.with_columns(ts=records["ts"].scatter(vllm.arg_true(), ts))
     sglang = records["kind"] == "sglang"
     if sglang.any():

@@ -44,28 +44,34 @@ class Clock:
             self.year_from = "file mtime"
         return self.year
 
-    def vllm_ts(self, mm: pl.Series, dd: pl.Series, hms: pl.Series) -> pl.Series:
+    def vllm_ts(self, stamp: pl.Series) -> pl.Series:
         """ns stamps of `MM-DD HH:MM:SS` rows (in file order); null where invalid."""
-        month = mm.cast(pl.Int64, strict=False)
+        month = stamp.str.head(2).cast(pl.Int64, strict=False)
         valid = month.drop_nulls()
         if valid.is_empty():
-            return pl.Series("ts", [None] * len(mm), dtype=pl.Int64)
+            return pl.Series("ts", [None] * len(stamp), dtype=pl.Int64)
         base = self._first_year(int(valid[0]))
         prev = month.forward_fill().shift(1, fill_value=self.last_month)
         wrapped = (prev - month > WRAP_MONTH_DROP).fill_null(False)
-        years = base + self.wraps + wrapped.cum_sum()
-        self.wraps += int(wrapped.sum())
+        n_wraps = int(wrapped.sum())
+        year = base + self.wraps
+        self.wraps += n_wraps
         self.last_month = int(valid[-1])
-        text = pl.concat_str(
-            years.cast(pl.String), pl.lit("-"), mm, pl.lit("-"), dd, pl.lit(" "), hms
-        )
+        if n_wraps == 0:  # one year for the whole block (the rule): no per-row text to build
+            return self._to_ns(stamp, prefix=f"{year}-")
+        text = pl.concat_str((year + wrapped.cum_sum()).cast(pl.String), pl.lit("-"), stamp)
         return self._to_ns(pl.select(text).to_series())
 
     def iso_ts(self, text: pl.Series) -> pl.Series:
         """ns stamps of `YYYY-MM-DD HH:MM:SS[.f]` or ISO `T` local times; null where invalid."""
         return self._to_ns(text.str.replace("T", " ", literal=True))
 
-    def _to_ns(self, text: pl.Series) -> pl.Series:
-        parsed = text.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", time_unit="ns", strict=False)
+    def _to_ns(self, text: pl.Series, prefix: str = "") -> pl.Series:
+        """ns stamps of `prefix` + `text` rows (local times); null where invalid."""
+        # Stamps repeat (one-second resolution): each distinct one is parsed once.
+        distinct = text.drop_nulls().unique()
+        full = pl.select(pl.lit(prefix) + pl.lit(distinct)).to_series() if prefix else distinct
+        parsed = full.str.to_datetime("%Y-%m-%d %H:%M:%S%.f", time_unit="ns", strict=False)
         local = parsed.dt.replace_time_zone(self.tz, ambiguous="earliest", non_existent="null")
-        return local.dt.epoch("ns").alias("ts")
+        ns = local.dt.epoch("ns")
+        return text.replace_strict(distinct, ns, default=None, return_dtype=pl.Int64).alias("ts")

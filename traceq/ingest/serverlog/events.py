@@ -1,14 +1,13 @@
 """Log records → `events`: startup milestones, preemptions, request lifecycle, HTTP access,
 warnings, errors, OOM and engine death.
 
-`categorise` gives every record exactly one category (cheap literal tests, in priority order);
-`extract` turns each category into event rows, lifecycle rows (for the coarse `requests`
-rows) or quarantine rows. What remains is counted by category in the manifest.
+`categories.categorise` gives every record exactly one category; `extract` turns each
+category into event rows, lifecycle rows (for the coarse `requests` rows) or quarantine rows.
+What remains is counted by category in the manifest.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import polars as pl
@@ -149,91 +148,6 @@ FAILURES: tuple[tuple[str, str], ...] = (
     ),
     ("shutdown", r"signal=SIG(?:TERM|INT)|Shutting down"),
 )
-_RAW_TEXT = pl.col("clean").str.replace(r"^(?:\([^()]*\) )+", "")
-
-
-# What a vLLM message starts with decides its category (one anchored pass over all records).
-_STARTS: tuple[tuple[str, str], ...] = (
-    ("stats", r"Avg prompt throughput:|Throughput: [\d.]+ tokens/s"),
-    ("received", r"Received request "),
-    ("lifecycle", r"(?:Added|Finished|Aborted) request "),
-    ("preemption", r"Sequence group \S+ is preempted by"),
-    *((m.name, m.start) for m in MILESTONES),
-)
-# One anchored pass finds which start a message has (group 1: the start's own text).
-_START = "^(?:Engine \\d+: )?(" + "|".join(f"(?:{frag})" for _, frag in _STARTS) + ")"
-_START_RE = tuple((name, re.compile(frag)) for name, frag in _STARTS)
-# Rarer text found anywhere in a message: failures and shutdown (one pass, few matches).
-_ANYWHERE = "|".join(pattern for _, pattern in FAILURES)
-
-
-_OWN_CATEGORY = ("http", "long", "binary", "third_party")
-
-
-def categorise(records: pl.DataFrame) -> pl.DataFrame:
-    """Add `cat`: the one thing each record is. The bulk (vLLM lines) is decided by how the
-    message starts; only what remains goes through the slower tests."""
-    # `text_`: the message of an event when it is not `msg` (set for the residual records).
-    records = records.with_columns(text_=pl.lit(None, pl.String), cat=pl.lit(None, pl.String))
-    vllm = records["kind"] == "vllm"
-    if vllm.any():
-        hits = records.filter(vllm)["msg"].str.extract(_START, 1)
-        # Few distinct starts: name each once in Python, then map them all at once.
-        names = {hit: _start_name(hit) for hit in hits.drop_nulls().unique().to_list()}
-        cats = hits.replace_strict(names, default=None, return_dtype=pl.String)
-        records = records.with_columns(records["cat"].scatter(vllm.arg_true(), cats))
-    # Kinds that are their own category skip the residual tests.
-    own = pl.col("kind").is_in(_OWN_CATEGORY)
-    records = records.with_columns(cat=pl.when(own).then("kind").otherwise("cat"))
-    rest = records["cat"].is_null()
-    if rest.any():
-        sub = records.filter(rest)
-        sub = sub.with_columns(
-            text_=pl.when(pl.col("kind").is_in(("vllm", "sglang")))
-            .then(pl.col("msg"))
-            .otherwise(_RAW_TEXT)
-        )
-        sub = sub.with_columns(_residual_cat())
-        records = records.with_columns(
-            records["cat"].scatter(rest.arg_true(), sub["cat"]),
-            records["text_"].scatter(rest.arg_true(), sub["text_"]),
-        )
-    return records
-
-
-def _start_name(hit: str) -> str | None:
-    return next((name for name, rx in _START_RE if rx.match(hit)), None)
-
-
-def _residual_cat() -> pl.Expr:
-    """Category of records no message start decided (errors, warnings, other output)."""
-    kind, msg, text = pl.col("kind"), pl.col("msg"), pl.col("text_")
-    vllm = kind == "vllm"
-    level = pl.col("level")
-    cat = pl.when(kind.is_in(("http", "long", "binary"))).then(kind)
-    cat = cat.when((kind == "sglang") & msg.str.contains(r"^(?:Prefill|Decode) batch")).then(
-        pl.lit("stats")
-    )
-    cat = cat.when(vllm & level.is_in(("ERROR", "CRITICAL")) & msg.str.contains(p.TRACEBACK_BODY))
-    cat = cat.then(pl.lit("traceback"))
-    raw = kind.is_in(("process_output", "other", "exception"))
-    might_fail = (vllm | raw) & text.str.contains(_ANYWHERE)
-    for name, pattern in FAILURES:
-        cat = cat.when(might_fail & text.str.contains(pattern)).then(pl.lit(name))
-    cat = cat.when(kind == "uvicorn").then(
-        pl.when(text.str.contains("Application startup complete", literal=True))
-        .then(pl.lit("startup_ready"))
-        .otherwise(pl.lit("uvicorn"))
-    )
-    cat = cat.when(vllm & level.is_in(("ERROR", "CRITICAL"))).then(pl.lit("error"))
-    cat = cat.when(vllm & (level == "WARNING")).then(pl.lit("warning"))
-    cat = cat.when(raw & text.str.contains(p.EXCEPTION_LINE))
-    cat = cat.then(pl.lit("exception"))
-    cat = cat.when((kind == "other") & text.str.contains(p.STATS_FRAGMENT)).then(
-        pl.lit("stats_fragment")
-    )
-    cat = cat.when(vllm).then(pl.concat_str(pl.lit("vllm_"), level.str.to_lowercase()))
-    return cat.otherwise(kind).alias("cat")
 
 
 def _event(
@@ -248,7 +162,7 @@ def _event(
         value=value if value is not None else pl.lit(None, pl.Float64),
         message=pl.coalesce("text_", "msg").str.slice(0, MESSAGE_LIMIT),
         line="line_no",
-        process=pl.col("proc").str.extract(r"\(([^()]*)\) $", 1),
+        process="process",
         **extra,
     )
 
@@ -352,7 +266,7 @@ def _requests(
     rec = rec.with_columns(
         prompt_tokens=pl.coalesce(
             pl.when(pl.col("ids").str.strip_chars() != "").then(
-                pl.col("ids").str.count_matches(",").cast(pl.Int64) + 1
+                pl.col("ids").str.count_matches(",", literal=True).cast(pl.Int64) + 1
             ),
             pl.when(pl.col("ids").is_not_null()).then(pl.lit(0, pl.Int64)),
             "n",

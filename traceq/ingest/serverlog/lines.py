@@ -57,21 +57,27 @@ def iter_blocks(
 
 def split_lines(buf: bytes, first_line_no: int) -> pl.DataFrame:
     """Cut `buf` at newlines (zero-copy Arrow offsets) into decoded lines."""
-    try:
-        buf.decode("utf-8")  # validation only, at C speed
-        invalid = False
-    except UnicodeDecodeError:
-        # Rare: decode with replacement characters (latin-1 bytes, binary garbage). A newline
-        # byte is never part of a multi-byte sequence, so the lines stay the same lines.
-        buf = buf.decode("utf-8", "replace").encode("utf-8")
-        invalid = True
+    invalid = False
+    if not buf.isascii():  # ASCII (most logs) is valid UTF-8: a check ten times faster
+        try:
+            buf.decode("utf-8")  # validation only, at C speed
+        except UnicodeDecodeError:
+            # Rare: decode with replacement characters (latin-1 bytes, binary garbage). A
+            # newline byte is never part of a multi-byte sequence: the lines stay the same.
+            buf = buf.decode("utf-8", "replace").encode("utf-8")
+            invalid = True
     arr = np.frombuffer(buf, dtype=np.uint8)
     ends = np.flatnonzero(arr == NEWLINE) + 1
     if not buf.endswith(b"\n"):
         ends = np.append(ends, len(buf))
     offsets = np.concatenate(([0], ends)).astype(np.int64)
     strings = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(buf))
-    text = pl.Series("text", strings).str.strip_chars_end("\r\n")
+    text = pl.Series("text", strings)
+    # Every line but maybe the last ends with its newline: drop it (a cheap slice); CR-LF
+    # and other trailing CRs only when the block has a CR (a memchr over the bytes).
+    text = text.str.strip_suffix("\n")
+    if b"\r" in buf:
+        text = text.str.strip_chars_end("\r\n")
     bad = (
         text.str.contains("\ufffd", literal=True)
         if invalid
@@ -88,17 +94,30 @@ def split_lines(buf: bytes, first_line_no: int) -> pl.DataFrame:
 
 # Cheap test (no captures) before the costly search for a record glued after other output.
 _GLUED_HINT = r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:"
+# Lines that are no server record: the first of these that matches names the kind.
+_OTHER_KINDS = (
+    ("http", p.UVICORN_ACCESS),
+    ("uvicorn", p.UVICORN_OTHER),
+    ("binary", p.BINARY),
+    ("exception", p.EXCEPTION_LINE),  # a raw `SomethingError: …` line is its own record
+    ("process_output", p.PROCESS_OUTPUT),
+    ("third_party", p.THIRD_PARTY),
+)
 
 
 def classify(lines: pl.DataFrame) -> pl.DataFrame:
-    """Add `kind`, the prefix fields and `msg` to each line; glued records are cut out."""
+    """Add `kind`, the prefix fields, `process` and `msg` to each line; glued records are
+    cut out."""
     clean = pl.col("text")
-    # Each clean-up only when the block needs it (most logs have no ANSI, CR or Ray lines).
-    flags = lines.select(
-        esc=pl.col("text").str.contains("\x1b", literal=True).any(),
-        cr=pl.col("text").str.contains("\r", literal=True).any(),
-        ray=pl.col("text").str.contains("[repeated ", literal=True).any(),
-    ).row(0)
+    # Each clean-up only when the block needs it (most logs have no ANSI, CR or Ray lines):
+    # one pass tells whether any is needed, a pass per clean-up then tells which.
+    flags = (False, False, False)
+    if lines["text"].str.contains(r"\x1b|\r|\[repeated ").any():
+        flags = lines.select(
+            esc=pl.col("text").str.contains("\x1b", literal=True).any(),
+            cr=pl.col("text").str.contains("\r", literal=True).any(),
+            ray=pl.col("text").str.contains("[repeated ", literal=True).any(),
+        ).row(0)
     if flags[0]:
         clean = clean.str.replace_all(p.ANSI, "")
     if flags[1]:
@@ -109,13 +128,16 @@ def classify(lines: pl.DataFrame) -> pl.DataFrame:
     df = df.with_columns(long=pl.col("clean").str.len_bytes() > MAX_LINE_BYTES)
     df = _prefix(df)
     # A record glued after a tqdm bar or a VLLM_LOGGING_PREFIX: keep the part from its prefix.
-    glued = df.filter(pl.col("level").is_null() & ~pl.col("long"))  # filter first: cheap
+    glued = df.select("line_no", "clean", "level", "long")  # only what is needed
+    glued = glued.filter(pl.col("level").is_null() & ~pl.col("long"))  # filter first: cheap
     glued = glued.filter(pl.col("clean").str.contains(_GLUED_HINT))
     if glued.height:
         glued = glued.select("line_no", clean=pl.col("clean").str.extract(p.VLLM_GLUED, 2))
         df = df.update(_prefix(glued).drop("pre"), on="line_no")
-    df = df.drop("pre").with_columns(date=pl.lit(None, pl.String), ranks=pl.lit(None, pl.String))
-    sg = df.filter(pl.col("level").is_null() & pl.col("clean").str.starts_with("["))
+    none = pl.lit(None, pl.String)
+    df = df.drop("pre").with_columns(date=none, hms=none, ranks=none)
+    sg = df.select("line_no", "clean", "level")
+    sg = sg.filter(pl.col("level").is_null() & pl.col("clean").str.starts_with("["))
     if sg.height:
         sg = _extract(sg.select("line_no", "clean"), p.SGLANG_LINE)
         df = df.update(sg.drop("clean").filter(pl.col("date").is_not_null()), on="line_no")
@@ -131,9 +153,19 @@ def classify(lines: pl.DataFrame) -> pl.DataFrame:
     rest = df["kind"].is_null()
     if rest.any():
         # Only lines that are no server record go through the slower tests.
-        kinds = df.filter(rest).select(_other_kind(pl.col("clean"))).to_series()
+        kinds = _other_kinds(df["clean"].filter(rest))
         df = df.with_columns(df["kind"].scatter(rest.arg_true(), kinds))
-    return df
+    return df.with_columns(process=innermost_process(df["proc"]))
+
+
+def innermost_process(proc: pl.Series) -> pl.Series:
+    """The innermost process prefix of each `proc`, e.g. `EngineCore_DP0 pid=143`.
+
+    A log has few distinct prefixes: each is read once, then mapped onto the rows.
+    """
+    distinct = proc.drop_nulls().unique()
+    inner = distinct.str.extract(r"\(([^()]*)\) $", 1)
+    return proc.replace_strict(distinct, inner, default=None, return_dtype=pl.String)
 
 
 def _prefix(df: pl.DataFrame) -> pl.DataFrame:
@@ -142,25 +174,20 @@ def _prefix(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(msg=pl.col("clean").str.slice(pl.col("pre").str.len_chars()))
 
 
-def _other_kind(c: pl.Expr) -> pl.Expr:
-    return (
-        pl.when(c.str.strip_chars() == "")
-        .then(pl.lit("blank"))
-        .when(c.str.contains(p.UVICORN_ACCESS))
-        .then(pl.lit("http"))
-        .when(c.str.contains(p.UVICORN_OTHER))
-        .then(pl.lit("uvicorn"))
-        .when(c.str.contains(p.BINARY))
-        .then(pl.lit("binary"))
-        .when(c.str.contains(p.EXCEPTION_LINE))
-        .then(pl.lit("exception"))  # a raw `SomethingError: …` line is its own record
-        .when(c.str.contains(p.PROCESS_OUTPUT))
-        .then(pl.lit("process_output"))
-        .when(c.str.contains(p.THIRD_PARTY))
-        .then(pl.lit("third_party"))
-        .otherwise(pl.lit("other"))
-        .alias("kind")
-    )
+def _other_kinds(clean: pl.Series) -> pl.Series:
+    """`blank`, one of `_OTHER_KINDS` or `other` for each line: the first test that holds.
+    Each test runs only on the lines no earlier test decided (not every test on every line).
+    """
+    blank = clean.str.strip_chars() == ""
+    kinds = pl.select(pl.when(blank).then(pl.lit("blank"))).to_series()
+    todo = (~blank).arg_true()
+    for name, pattern in _OTHER_KINDS:
+        if todo.is_empty():
+            break
+        hit = clean.gather(todo).str.contains(pattern)
+        kinds = kinds.scatter(todo.filter(hit), name)
+        todo = todo.filter(~hit)
+    return kinds.fill_null("other").alias("kind")
 
 
 def _extract(df: pl.DataFrame, pattern: str, column: str = "clean") -> pl.DataFrame:
@@ -178,8 +205,10 @@ def join_wrapped(
     width (`wrap_widths`, collected in `widths` across blocks) was cut mid-word: join without
     a space; other lines were reflowed at word boundaries: join with one.
     """
-    blank = df.filter(pl.col("kind") == "blank")
-    df = df.filter(pl.col("kind") != "blank")
+    is_blank = df["kind"] == "blank"
+    blank = df.filter(is_blank)
+    if blank.height:
+        df = df.filter(~is_blank)
     head = pl.when(pl.col("kind") != "other").then(pl.col("kind")).forward_fill().shift(1)
     df = df.with_columns(cont=(pl.col("kind") == "other") & head.is_in(_JOINABLE).fill_null(False))
     if not df["cont"].any():

@@ -19,8 +19,14 @@ _STAMP = (
 # V0 `INFO 12-16 00:57:56 llm_engine.py:649] …` and V1 `INFO 03-11 06:18:48 [loggers.py:80] …`.
 VLLM_LINE = "^" + _PROCS + _STAMP
 # The prefix alone (`pre` is all of it): the message is the rest of the line, sliced off
-# without a regex (a capture running to the end of a long line is the costly part).
-VLLM_PREFIX = "^(?P<pre>" + _PROCS + _STAMP.removesuffix(" ?(?P<msg>.*)$") + " ?)"
+# without a regex (a capture running to the end of a long line is the costly part). Only
+# what is used is captured (each group costs): the stamp `MM-DD HH:MM:SS` as one group.
+VLLM_PREFIX = (
+    "^(?P<pre>"
+    + _PROCS
+    + r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<stamp>\d{2}-\d{2} \d{2}:\d{2}:\d{2})"
+    + r"(?:\.\d+)? \[?[\w./-]+:\d+\] ?)"
+)
 # The same prefix anywhere in a line: records glued after a tqdm bar or VLLM_LOGGING_PREFIX.
 VLLM_GLUED = r"(?P<junk>.*?)(?P<rest>(?:\([^()]*\) )*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) " + (
     r"\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \[?[\w./-]+:\d+\].*)$"

@@ -53,7 +53,7 @@ def vllm_stats(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         prefix_hit_rate=_ratio("prefix"),
         ext_prefix_hit_rate=_ratio("ext_prefix"),
         mm_hit_rate=_ratio("mm_hit"),
-        process=_process(),
+        process="process",
     )
     reason = (
         pl.when(pl.col("ts").is_null())
@@ -110,11 +110,6 @@ def sglang_stats(records: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 def _col_i(df: pl.DataFrame, name: str) -> pl.Expr:
     return _i(name) if name in df.columns else pl.lit(None, pl.Int64)
-
-
-def _process() -> pl.Expr:
-    """The innermost process prefix, e.g. `EngineCore_DP0 pid=143`."""
-    return pl.col("proc").str.extract(r"\(([^()]*)\) $", 1)
 
 
 def quarantine_rows(df: pl.DataFrame, reason: pl.Expr | str) -> pl.DataFrame:

@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
 import duckdb
+import polars as pl
 
 from traceq import db
 from traceq.dataset import DatasetError
@@ -243,7 +244,7 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except Exception as exc:
+    except (Exception, pl.exceptions.PanicException) as exc:  # a panic is a BaseException
         if os.environ.get("TRACEQ_DEBUG"):
             raise
         click.echo(f"traceq: internal error: {type(exc).__name__}: {exc}", err=True)

@@ -218,3 +218,42 @@ def test_gzip_cut_short_keeps_what_was_readable(tmp_path):
     assert con.sql("SELECT count(*) > 0 FROM requests").fetchall() == [(True,)]
     reasons = [r[0] for r in con.sql("SELECT reason FROM quarantine").fetchall()]
     assert any(r.startswith("compressed data is corrupt or truncated") for r in reasons)
+
+
+def test_a_reader_crash_loses_only_that_file(tmp_path, monkeypatch):
+    """A reader bug (or input no reader foresaw) fails one file, not the whole ingest."""
+    from traceq.ingest import otel
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text("\n".join(_lines(2)))
+    (folder / "b.jsonl").write_text("\n".join(_lines(3)))
+    real = otel.ingest
+
+    def flaky(source, *args, **kwargs):
+        if source.path.name == "b.jsonl":
+            raise RuntimeError("boom")
+        return real(source, *args, **kwargs)
+
+    monkeypatch.setattr(otel, "ingest", flaky)
+    from click.testing import CliRunner
+
+    from traceq.cli import cli
+
+    run = CliRunner().invoke(cli, ["ingest", str(folder), "-o", str(tmp_path / "cli.tq")])
+    assert run.exit_code == 2 and "b.jsonl: otlp-json reader failed" in run.output
+    results = traceq.ingest([folder], tmp_path / "ds")
+    assert [(r.path.name, r.status) for r in results] == [
+        ("a.jsonl", "ingested"),
+        ("b.jsonl", "failed"),
+    ]
+    con = traceq.open(tmp_path / "ds")
+    assert con.sql("SELECT count(*) FROM requests").fetchall() == [(2,)]
+    (reason,) = con.sql("SELECT reason FROM quarantine").fetchall()[0]
+    assert reason == "otlp-json reader failed: RuntimeError: boom"
+    monkeypatch.undo()  # the reader is fixed: the failed file is read again, not skipped
+    again = traceq.ingest([folder], tmp_path / "ds")
+    assert [r.status for r in again] == ["already ingested", "ingested"]
+    con = traceq.open(tmp_path / "ds")
+    assert con.sql("SELECT count(*) FROM requests").fetchall() == [(5,)]
+    assert con.sql("SELECT count(*) FROM quarantine").fetchall() == [(0,)]

@@ -111,6 +111,9 @@ def ingest_cmd(
         except (InputError, DatasetError) as exc:
             raise Failure(str(exc)) from exc
     _print_results(results)
+    failed = [r for r in results if r.status == "failed"]
+    if failed:
+        raise Failure(f"{len(failed)} file(s) could not be read; their error is in quarantine")
 
 
 def _start_ns(value: str, tz: str) -> int:
@@ -131,6 +134,8 @@ def _print_results(results: list[IngestResult]) -> None:
         rows = ", ".join(f"{n:,} {t}" for t, n in r.rows.items()) or "no rows"
         if r.status == "already ingested":
             click.echo(f"{r.path}: already ingested (source {r.source_id}), skipped")
+        elif r.status == "failed":
+            click.echo(f"{r.path}: {r.format} reader failed; listed in quarantine")
         elif r.status == "unrecognised":
             click.echo(f"{r.path}: not a format traceq reads; listed in quarantine")
         else:

@@ -71,7 +71,10 @@ class Dataset:
         return self.manifest()["sources"]
 
     def has_source(self, source_id: str) -> bool:
-        return any(s["source_id"] == source_id for s in self.sources())
+        """Whether this content is in the dataset (a source whose reader failed is not)."""
+        return any(
+            s["source_id"] == source_id and s.get("status") != "failed" for s in self.sources()
+        )
 
     def table_files(self, table: str) -> list[Path]:
         """Parquet files of `table`, in ingest order, as listed by the manifest."""
@@ -120,8 +123,14 @@ class Dataset:
         """Move a source's staged files into place and list them; False if already there."""
         with self._locked():
             manifest = self.manifest()
-            if any(s["source_id"] == entry["source_id"] for s in manifest["sources"]):
+            same = [s for s in manifest["sources"] if s["source_id"] == entry["source_id"]]
+            if any(s.get("status") != "failed" for s in same):
                 return False
+            # A source whose reader failed before is replaced by this attempt (same file names).
+            manifest["sources"] = [s for s in manifest["sources"] if s not in same]
+            for prior in same:
+                for rel in prior.get("files", {}).values():
+                    (self.root / rel).unlink(missing_ok=True)
             files = {}
             for table, path in staged.items():
                 (self.root / table).mkdir(exist_ok=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from traceq.dataset import Dataset
+from traceq.dataset import Dataset, SourceWriter
 from traceq.ingest.options import IngestOptions
 from traceq.ingest.source import InputError, Source
 from traceq.schema import RAW_LIMIT
@@ -45,7 +45,7 @@ class IngestResult:
     path: Path
     source_id: str
     format: str | None
-    status: str  # ingested | already ingested | unrecognised
+    status: str  # ingested | already ingested | unrecognised | failed
     rows: dict[str, int] = field(default_factory=dict)
     quarantined: int = 0
 
@@ -145,25 +145,19 @@ def _ingest_one(
     }
     writer = ds.writer(source.source_id)
     try:
-        family, found = (None, None) if source.size == 0 else _detect(source, fmt)
-        if family is None:
-            reason = "empty file" if source.size == 0 else "no ingester recognises this file"
-            try:
-                raw = source.head[:RAW_LIMIT].decode("utf-8", "replace")
-            except InputError as exc:
-                reason, raw = str(exc), ""
-            writer.write(
-                "quarantine", pl.DataFrame([{"location": "file", "reason": reason, "raw": raw}])
-            )
-            entry |= {"format": None, "clock_domain": None}
-            status = "unrecognised"
-        else:
-            entry |= {"format": found}
-            entry |= family.ingest(source, writer, found, options, progress)
-            if source.errors:
-                rows = [{"location": "file", "reason": e, "raw": ""} for e in source.errors]
-                writer.write("quarantine", pl.DataFrame(rows))
-            status = "ingested"
+        status = _read(writer, source, fmt, options, progress, entry)
+    except InputError:
+        writer.discard()
+        raise
+    except (Exception, pl.exceptions.PanicException) as exc:
+        # A reader bug, or a shape of input no reader foresaw: this file's rows are dropped,
+        # the file is listed with the error in quarantine, and the other files go on.
+        writer.discard()
+        writer = ds.writer(source.source_id)
+        reason = f"{entry.get('format')} reader failed: {type(exc).__name__}: {exc}"
+        _quarantine_file(writer, reason[:RAW_LIMIT], "")
+        status = entry["status"] = "failed"
+    try:
         committed = writer.commit(entry)
     except BaseException:
         writer.discard()
@@ -176,6 +170,36 @@ def _ingest_one(
         {t: n for t, n in writer.rows.items() if t in _PUBLIC and n},
         writer.rows.get("quarantine", 0),
     )
+
+
+def _read(
+    writer: SourceWriter,
+    source: Source,
+    fmt: str,
+    options: IngestOptions,
+    progress: Callable[[int], None],
+    entry: dict[str, Any],
+) -> str:
+    """Read one source into `writer`, filling `entry`; returns its status."""
+    entry |= {"format": None, "clock_domain": None}
+    family, found = (None, None) if source.size == 0 else _detect(source, fmt)
+    if family is None:
+        reason = "empty file" if source.size == 0 else "no ingester recognises this file"
+        try:
+            raw = source.head[:RAW_LIMIT].decode("utf-8", "replace")
+        except InputError as exc:
+            reason, raw = str(exc), ""
+        _quarantine_file(writer, reason, raw)
+        return "unrecognised"
+    entry |= {"format": found}
+    entry |= family.ingest(source, writer, found, options, progress)
+    for error in source.errors:
+        _quarantine_file(writer, error, "")
+    return "ingested"
+
+
+def _quarantine_file(writer: SourceWriter, reason: str, raw: str) -> None:
+    writer.write("quarantine", pl.DataFrame([{"location": "file", "reason": reason, "raw": raw}]))
 
 
 _PUBLIC = ("requests", "tokens", "spans", "engine_stats", "events", "gpu_samples", "tool_metrics")

@@ -193,3 +193,37 @@ def test_jaeger_ui_export(tmp_path):
     assert scheduled - 10 * MS - t0 == 5 * MS  # 2 ms between tokenize end and queue: residual
     kinds = con.sql("SELECT name, kind, parent_id FROM spans ORDER BY name").fetchall()
     assert kinds == [("llm_request", "SERVER", None), ("tokenize", "INTERNAL", "00f067aa0ba902b7")]
+
+
+def test_request_phases_prefers_the_finest_stamps(tmp_path):
+    """A request seen by a span (ns) and by vLLM log lines (s) is phased from the span."""
+    arrival = 1749981600_123_456_789  # 2025-06-15 10:00:00.123456789 UTC
+    spans = make_spans(
+        [
+            RequestSpec(
+                "cmpl-both-0",
+                arrival=arrival,
+                tokens=[arrival + 40 * MS, arrival + 70 * MS],
+                attributes={"gen_ai.request.id": "cmpl-both-0"},
+            )
+        ]
+    )
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        "INFO 06-15 10:00:00 async_llm_engine.py:529] Received request cmpl-both-0: "
+        "prompt: 'hi', sampling_params: SamplingParams(n=1, max_tokens=16), "
+        "prompt_token_ids: [1, 2, 3], lora_request: None.\n"
+        "INFO 06-15 10:00:00 async_llm_engine.py:173] Added request cmpl-both-0.\n"
+        "INFO 06-15 10:00:01 async_llm_engine.py:140] Finished request cmpl-both-0.\n"
+    )
+    traceq.ingest(
+        [write_otlp_json(spans, tmp_path / "t.jsonl"), log],
+        tmp_path / "ds",
+        options=traceq.IngestOptions(year=2025),
+    )
+    con = traceq.open(tmp_path / "ds")
+    resolutions = con.sql("SELECT time_resolution_ns FROM requests ORDER BY 1").fetchall()
+    assert resolutions == [(1,), (1_000_000_000,)]
+    assert con.sql("SELECT t_arrival, ttft_ns FROM request_phases").fetchall() == [
+        (arrival, 40 * MS)
+    ]

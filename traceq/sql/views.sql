@@ -5,13 +5,15 @@
 -- @view request_phases
 -- One row per request: its latency split into tokenize, queue, prefill, decode and an
 -- explicit residual. Where a request has both a server and a client row, the server row is
--- used (SPEC §4); the requests table keeps both. Durations are *_ns (BIGINT) and *_ms (DOUBLE).
+-- used (SPEC §4), and of several rows of one view the one with the finest stamps (a span beats
+-- a log line); the requests table keeps them all. Durations are *_ns (BIGINT) and *_ms (DOUBLE).
 CREATE OR REPLACE VIEW request_phases AS
 WITH picked AS (
     SELECT *
     FROM requests
     QUALIFY row_number() OVER (
-        PARTITION BY request_id ORDER BY (view = 'server') DESC, t_arrival, source_id
+        PARTITION BY request_id
+        ORDER BY (view = 'server') DESC, time_resolution_ns ASC NULLS LAST, t_arrival, source_id
     ) = 1
 ),
 durations AS (

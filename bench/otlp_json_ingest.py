@@ -137,6 +137,8 @@ def main() -> None:
     parser.add_argument("--mb", type=int, nargs="+", default=[50, 200],
                         help="file sizes to generate (MB); references run on each")  # fmt: skip
     parser.add_argument("--only", nargs="*", default=list(RUNNERS))
+    parser.add_argument("--proto", action="store_true",
+                        help="also ingest the same spans as an OTLP protobuf stream")  # fmt: skip
     args = parser.parse_args()
     print(f"cores: {os.cpu_count()}")
     for mb in args.mb:
@@ -155,6 +157,38 @@ def main() -> None:
             for ref in ("duckdb", "polars", "polars+schema"):
                 if "traceq" in results and ref in results:
                     print(f"ratio traceq/{ref} throughput: {results[ref] / results['traceq']:.2f}")
+            if args.proto:
+                proto = Path(tmp) / "otlp.binpb"
+                to_proto_stream(src, proto)
+                seconds, rss = run("traceq", proto, Path(tmp) / "out-proto")
+                print(
+                    f"traceq on the same spans as a Collector proto stream "
+                    f"({proto.stat().st_size / 1e6:.0f} MB): {seconds:.2f} s, "
+                    f"{results.get('traceq', float('nan')) / seconds:.2f}x the JSON ingest's "
+                    f"speed, peak RSS {rss:.0f} MiB"
+                )
+
+
+def to_proto_stream(src: Path, dst: Path) -> None:
+    """The JSON lines as the Collector's `format: proto` file: length-prefixed messages."""
+    import base64
+    import struct
+
+    import orjson
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    with open(src, "rb") as lines, open(dst, "wb") as out:
+        for line in lines:
+            doc = orjson.loads(line)
+            for rs in doc["resourceSpans"]:
+                for span in rs["scopeSpans"][0]["spans"]:
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        span[key] = base64.b64encode(bytes.fromhex(span[key])).decode()
+            data = ParseDict(doc, ExportTraceServiceRequest()).SerializeToString()
+            out.write(struct.pack(">I", len(data)) + data)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import json
 
+import pytest
+
 import traceq
 
 TRACE_HEX = "5b8efff798038103d269b633813fc60c"
@@ -58,9 +60,29 @@ def _line(**span_overrides) -> str:
     return json.dumps(doc)
 
 
-def test_every_anyvalue_variant(tmp_path):
+def _as_proto(line: str, path):
+    """The same document as a serialised ExportTraceServiceRequest."""
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    doc = json.loads(line)
+    for rs in doc["resourceSpans"]:
+        rs["scopeSpans"] = rs.pop("instrumentationLibrarySpans")
+        for span in rs["scopeSpans"][0]["spans"]:
+            for key in ("traceId", "spanId"):
+                span[key] = base64.b64encode(bytes.fromhex(span[key])).decode()
+    path.write_bytes(ParseDict(doc, ExportTraceServiceRequest()).SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("encoding", ["json", "proto"])
+def test_every_anyvalue_variant(tmp_path, encoding):
     src = tmp_path / "v.jsonl"
     src.write_text(_line() + "\n")
+    if encoding == "proto":
+        src = _as_proto(_line(), tmp_path / "v.pb")
     traceq.ingest([src], tmp_path / "ds")
     con = traceq.open(tmp_path / "ds")
     (attrs, kind, status, trace_id) = con.sql(

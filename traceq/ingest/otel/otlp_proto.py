@@ -4,8 +4,8 @@ big-endian unsigned integer (`exporter/fileexporter/file_writer.go`, exportMessa
 With the exporter's legacy `compression: zstd` each framed message is zstd-compressed on its
 own (JSON messages too); with native compression the whole stream is (see source.py).
 
-Messages are decoded by protobuf's C parser and mapped to OTLP/JSON documents, which then take
-the same vectorised path as the JSON lines (otlp_json.py).
+Messages are decoded by protobuf's C parser and mapped to OTLP/JSON documents
+(proto_shape.py), which then take the same vectorised path as the JSON lines (otlp_json.py).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from typing import BinaryIO
 import orjson
 import polars as pl
 import zstandard
-from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from traceq.ingest.otel.otlp_json import BLOCK_BYTES, Quarantine, _read_block, documents_to_spans
+from traceq.ingest.otel.proto_shape import as_document
 from traceq.ingest.source import ZSTD_MAGIC
 from traceq.schema import RAW_LIMIT
 
@@ -63,7 +63,7 @@ def _to_json_line(payload: bytes) -> bytes:
     if payload.lstrip()[:1] == b"{":  # a JSON message in a framed (compressed) stream
         return orjson.dumps(orjson.loads(payload))
     message = ExportTraceServiceRequest.FromString(payload)
-    return orjson.dumps(MessageToDict(message))
+    return orjson.dumps(as_document(message))
 
 
 def iter_span_frames(

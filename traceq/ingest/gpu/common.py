@@ -13,6 +13,7 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from traceq.dataset import SourceWriter
+from traceq.ingest.blocks import iter_line_blocks
 from traceq.ingest.source import Source
 from traceq.schema import RAW_LIMIT, conform
 
@@ -70,33 +71,14 @@ def iter_blocks(
 
     Lines are split by one `str.split` per block, never by a Python loop over lines.
     """
-    carry = b""
-    first = 1
-    while True:
-        chunk = stream.read(block_bytes)
-        progress(len(chunk))
-        data = carry + chunk
-        if not chunk:
-            if not data:
-                return
-            body, carry = data, b""
-        else:
-            cut = data.rfind(b"\n")
-            if cut < 0:
-                carry = data
-                continue
-            body, carry = data[: cut + 1], data[cut + 1 :]
+    for body, first in iter_line_blocks(stream, progress, block_bytes):
         text = body.decode("utf-8", "replace")
         if text.endswith("\n"):
             text = text[:-1]
         # str.split is one C call; polars then holds the lines as one Arrow column
         lines = pl.Series("line", text.split("\n")).str.strip_suffix("\r")
         frame = pl.DataFrame({"line": lines}).with_row_index("lineno", offset=first)
-        frame = frame.with_columns(pl.col("lineno").cast(pl.Int64))
-        first += frame.height
-        yield frame
-        if not chunk:
-            return
+        yield frame.with_columns(pl.col("lineno").cast(pl.Int64))
 
 
 def quarantine_rows(frame: pl.DataFrame, reason: str | pl.Expr) -> pl.DataFrame:

@@ -113,6 +113,8 @@ def ingest(
     if fmt != "auto" and fmt not in formats():
         msg = f"unknown format {fmt!r}; known: {', '.join(formats())}"
         raise InputError(msg)
+    options = options or IngestOptions()
+    options.check()
     files = _expand(paths)
     for path, explicit in files:
         if explicit:
@@ -123,7 +125,6 @@ def ingest(
                 raise InputError(msg)
     ds = Dataset(dataset, create=True)
     ds.sweep()
-    options = options or IngestOptions()
     return [_ingest_one(ds, Source(p), fmt, options, progress or _noop) for p, _ in files]
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import zoneinfo
 from dataclasses import dataclass, field
 
 from traceq.ingest.otel.spans import SpanConventions
+from traceq.ingest.source import InputError
 
 
 @dataclass(frozen=True)
@@ -23,3 +25,11 @@ class IngestOptions:
     """Sampling interval in seconds for samples without a clock."""
     columns: tuple[str, ...] | None = None
     """Field list of a headerless nvidia-smi CSV (the `--query-gpu` value), in order."""
+
+    def check(self) -> None:
+        """Raise InputError for an option no reader could use (checked once per ingest)."""
+        try:
+            zoneinfo.ZoneInfo(self.tz)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
+            msg = f"unknown time zone {self.tz!r} (--tz)"
+            raise InputError(msg) from exc

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from traceq.dataset import SourceWriter
 from traceq.ingest.gpu import dcgm, prom_json, smi_csv, smi_dmon
-from traceq.ingest.source import InputError, Source
+from traceq.ingest.source import Source
 
 if TYPE_CHECKING:
     from traceq.ingest.options import IngestOptions
@@ -54,11 +53,6 @@ def ingest(
     progress: Callable[[int], None],
 ) -> dict[str, Any]:
     """Read `source` in format `fmt` into `writer`; returns manifest details."""
-    try:
-        ZoneInfo(options.tz)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        msg = f"unknown time zone {options.tz!r} (--tz)"
-        raise InputError(msg) from exc
     readers = {
         "nvidia-smi-csv": smi_csv.ingest,
         "nvidia-smi-dmon": smi_dmon.ingest,

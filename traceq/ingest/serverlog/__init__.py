@@ -12,7 +12,6 @@ record, or a count by category in the manifest (`unrecognised`).
 from __future__ import annotations
 
 import re
-import zoneinfo
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,7 +28,7 @@ from traceq.ingest.serverlog import patterns as p
 from traceq.ingest.serverlog.categories import categorise, line_starts
 from traceq.ingest.serverlog.clock import Clock
 from traceq.ingest.serverlog.stats import quarantine_rows, sglang_stats, vllm_stats
-from traceq.ingest.source import InputError, Source
+from traceq.ingest.source import Source
 from traceq.sql import load
 
 if TYPE_CHECKING:
@@ -83,11 +82,6 @@ def ingest(
     progress: Callable[[int], None],
 ) -> dict[str, Any]:
     """Read one server log into `writer`; returns manifest details."""
-    try:
-        zoneinfo.ZoneInfo(options.tz)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
-        msg = f"unknown time zone {options.tz!r}"
-        raise InputError(msg) from exc
     clock = Clock(tz=options.tz, year=options.year, mtime=source.path.stat().st_mtime)
     state = _State(instance=_instance(source))
     writes = _Writes(writer)

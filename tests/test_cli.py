@@ -116,3 +116,48 @@ def test_demo_runs_on_the_bundled_sample_traces(tmp_path):
     assert "per scenario" in result.stdout and "| healthy " in result.stdout
     ingested = [line for line in result.stdout.splitlines() if "otlp-json:" in line]
     assert len(ingested) >= 12 and all(line.endswith("; 0 quarantined") for line in ingested)
+
+
+def test_sql_from_file_and_stdin(dataset, tmp_path):
+    query = tmp_path / "q.sql"
+    query.write_text("SELECT count(*) AS n FROM request_phases\n")
+    from_file = traceq_cli("sql", str(dataset), "-f", str(query), "--format", "json")
+    assert json.loads(from_file.stdout) == {"n": 4}
+    from_stdin = subprocess.run(
+        [sys.executable, "-m", "traceq", "sql", str(dataset), "-", "--format", "json"],
+        input="SELECT count(*) AS n FROM tokens",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert json.loads(from_stdin.stdout) == {"n": 8}
+
+
+def test_sql_error_keeps_the_hint(dataset):
+    result = traceq_cli("sql", str(dataset), "SELECT * FROM request_phase")
+    assert result.returncode == 2
+    assert 'Did you mean "request_phases"' in result.stderr
+
+
+def test_sql_csv_streams_up_to_max_rows(dataset):
+    result = traceq_cli("sql", str(dataset), "SELECT * FROM tokens", "--format", "csv",
+                        "--max-rows", "3")  # fmt: skip
+    assert result.returncode == 0
+    assert len(result.stdout.splitlines()) == 1 + 3
+
+
+def test_sql_time_limit(dataset):
+    result = traceq_cli("sql", str(dataset), "SELECT count(*) FROM range(10000000000) a, "
+                        "range(1000) b", "--time-limit", "0.5")  # fmt: skip
+    assert result.returncode == 2 and "time limit" in result.stderr
+
+
+def test_schema_lists_and_describes(dataset):
+    listing = traceq_cli("schema", str(dataset))
+    assert listing.returncode == 0
+    assert "| table | requests" in listing.stdout and "request_phases" in listing.stdout
+    assert "_empty_" not in listing.stdout
+    one = traceq_cli("schema", str(dataset), "request_phases")
+    assert "ttft_ms" in one.stdout and "Time to first token" in one.stdout
+    missing = traceq_cli("schema", str(dataset), "nope")
+    assert missing.returncode == 2 and "no table or view named 'nope'" in missing.stderr

@@ -10,6 +10,7 @@ from __future__ import annotations
 from traceq.db import open
 from traceq.ingest import IngestOptions, ingest
 from traceq.schema import SCHEMA_VERSION
+from traceq.session import QueryError, Session
 
-__all__ = ["SCHEMA_VERSION", "IngestOptions", "ingest", "open"]
+__all__ = ["SCHEMA_VERSION", "IngestOptions", "QueryError", "Session", "ingest", "open"]
 __version__ = "0.1.0"

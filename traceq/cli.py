@@ -8,30 +8,19 @@ import sys
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
-import duckdb
 import polars as pl
 
-from traceq import db
+from traceq.cli_sql import schema_cmd, sql_cmd
+from traceq.cliutil import Failure
 from traceq.dataset import DatasetError
 from traceq.ingest import IngestOptions, IngestResult, InputError, formats, ingest
 from traceq.ingest.otel.spans import SpanConventions
-from traceq.render import render_frame
 
 PROGRESS_MIN_BYTES = 16 << 20  # show a progress bar for inputs at least this large
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
-
-
-class Failure(click.ClickException):
-    """A clean one-line error with exit code 2."""
-
-    exit_code = 2
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"traceq: error: {self.message}", err=True)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -149,38 +138,6 @@ def _print_results(results: list[IngestResult]) -> None:
     click.echo(f"total: {summary}; {quarantined:,} quarantined")
 
 
-@cli.command("sql")
-@click.argument("dataset")
-@click.argument("query")
-@click.option("--format", "out_format", type=click.Choice(["table", "csv", "json"]),
-              default="table", show_default=True)  # fmt: skip
-@click.option("--param", "params", multiple=True, metavar="K=V",
-              help="Bind $K to V (repeatable).")  # fmt: skip
-def sql_cmd(dataset: str, query: str, out_format: str, params: tuple[str, ...]) -> None:
-    """Run one read-only SQL query over DATASET's tables and views."""
-    bound: dict[str, Any] = {}
-    for p in params:
-        key, sep, value = p.partition("=")
-        if not sep or not key:
-            raise click.UsageError(f"--param expects K=V, got {p!r}")
-        bound[key] = _typed(value)
-    try:
-        con = db.open(dataset)
-        frame = db.query(con, query, bound)
-    except (DatasetError, ValueError, PermissionError, duckdb.Error) as exc:
-        raise Failure(str(exc).splitlines()[0]) from exc
-    click.echo(render_frame(frame, out_format), nl=False)
-
-
-def _typed(value: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(value)
-        except ValueError:
-            pass
-    return value
-
-
 @cli.command("formats")
 def formats_cmd() -> None:
     """List the input formats `traceq ingest --format` accepts."""
@@ -235,6 +192,10 @@ def synth_cmd(
         f"{scenario}: {t['requests']:,} requests, {t['output_tokens']:,} output tokens, "
         f"{t['preemptions']:,} preemptions → {out_dir}"
     )
+
+
+cli.add_command(sql_cmd)
+cli.add_command(schema_cmd)
 
 
 def main() -> None:

@@ -1,15 +1,24 @@
 """The DuckDB layer: a connection with every dataset table and public view registered.
 
 Tables are views over the Parquet files the manifest lists (empty tables of the right shape
-when a table has no file yet); the public views come from `traceq/sql/views.sql`. With
+when a table has no file yet); the public views come from `traceq/sql/views.sql`,
+`crosswalk.sql` and `gpu.sql`; `sources` lists the manifest's sources. Every table, view and
+column carries its doc as a DuckDB comment (`duckdb_columns().comment`). With
 `read_only=True` (the default) the connection can read only the dataset's own files: external
 access is switched off and the configuration locked, so SQL cannot write or reach any other
 file or the network.
+
+Queries from traceq itself go through `traceq.session.Session`, which adds the time limit,
+row cap and one exception type; `open()` is the door for notebooks.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
+import re
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -19,6 +28,8 @@ from traceq.schema import TABLES, empty
 from traceq.sql import load
 
 VIEW_FILES = ("views", "crosswalk", "gpu")
+CATALOG_SQL = load("catalog")
+_IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
 def open(
@@ -29,28 +40,149 @@ def open(
 ) -> duckdb.DuckDBPyConnection:
     """Open a dataset for SQL; results convert to polars with `.pl()`.
 
+    The connection's own in-memory catalogue accepts temporary tables and views of your own
+    (they vanish when it closes and never touch the dataset), but no file outside the
+    dataset can be read or written and no setting changed. traceq's own consumers use
+    `traceq.session.Session`, which runs read statements only.
+
     >>> con = traceq.open("run.tq")                                   # doctest: +SKIP
     >>> con.sql("SELECT * FROM kpi_latency").pl()                      # doctest: +SKIP
     """
     ds = dataset if isinstance(dataset, Dataset) else Dataset(dataset)
+    return connect(ds, ds.manifest(), memory_limit=memory_limit, read_only=read_only)
+
+
+def connect(
+    ds: Dataset,
+    manifest: dict[str, Any],
+    *,
+    memory_limit: str | None = None,
+    temp_dir: str | os.PathLike[str] | None = None,
+    threads: int | None = None,
+    read_only: bool = True,
+) -> duckdb.DuckDBPyConnection:
+    """A connection over the files `manifest` lists (read once by the caller)."""
     con = duckdb.connect(":memory:")
     if memory_limit:
         con.execute("SET memory_limit = ?", [memory_limit])
+    if temp_dir is not None:
+        con.execute("SET temp_directory = ?", [str(temp_dir)])
+    if threads:
+        con.execute("SET threads = ?", [threads])
     files: list[str] = []
     for table in TABLES:
-        paths = [str(p) for p in ds.table_files(table)]
+        paths = [str(ds.root / s["files"][table]) for s in _listed(manifest, table)]
         files += paths
         if paths:
-            rel = con.read_parquet(paths, union_by_name=True)
-            rel.create_view(table)
+            con.read_parquet(paths, union_by_name=True).create_view(table)
         else:
             con.register(f"_empty_{table}", empty(table).to_arrow())
             con.table(f"_empty_{table}").create_view(table)
+    con.register("_sources", sources_frame(manifest).to_arrow())
+    con.table("_sources").create_view("sources")
     for name in VIEW_FILES:
         con.execute(load(name))
+    _comment(con)
     if read_only:
         _lock_down(con, files)
     return con
+
+
+def _listed(manifest: dict[str, Any], table: str) -> list[dict[str, Any]]:
+    return [s for s in manifest["sources"] if table in s.get("files", {})]
+
+
+def sources_frame(manifest: dict[str, Any]) -> pl.DataFrame:
+    """One row per manifest source (the `sources` view)."""
+    rows = []
+    for s in manifest["sources"]:
+        span = s.get("time_range") or {}
+        rows.append(
+            {
+                "source_id": s.get("source_id"),
+                "path": s.get("path"),
+                "format": s.get("format"),
+                "status": s.get("status", "ingested"),
+                "clock_domain": s.get("clock_domain"),
+                "assumptions": json.dumps(s["assumptions"]) if s.get("assumptions") else None,
+                "start_ns": span.get("start_ns"),
+                "end_ns": span.get("end_ns"),
+                "rows": sum((s.get("rows") or {}).values()),
+                "quarantined": s.get("quarantined", 0),
+                "bytes": s.get("bytes"),
+                "ingested_at": s.get("ingested_at"),
+            }
+        )
+    return pl.DataFrame(rows, schema=SOURCES_SCHEMA).with_columns(
+        start_at=pl.from_epoch("start_ns", "ns").dt.replace_time_zone("UTC"),
+        end_at=pl.from_epoch("end_ns", "ns").dt.replace_time_zone("UTC"),
+    )
+
+
+SOURCES_SCHEMA = {
+    "source_id": pl.String,
+    "path": pl.String,
+    "format": pl.String,
+    "status": pl.String,
+    "clock_domain": pl.String,
+    "assumptions": pl.String,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "rows": pl.Int64,
+    "quarantined": pl.Int64,
+    "bytes": pl.Int64,
+    "ingested_at": pl.String,
+}
+
+SOURCES_DOCS = {
+    "": "Every source file of the dataset as the manifest lists it, one row each.",
+    "source_id": "Content hash of the source (the source_id column of every table).",
+    "path": "Path of the file when it was ingested.",
+    "format": "Reader that read it (`traceq formats`); null when no reader recognised it.",
+    "status": "ingested, failed (its reader failed; retried on the next ingest) or skipped.",
+    "clock_domain": "What its stamps are relative to (unix_ns, log_local_time, relative, …).",
+    "assumptions": "JSON: every clock or unit guess made while reading it (year, tz, t0, …).",
+    "start_ns": "First stamp of its rows, ns since Unix epoch (UTC).",
+    "end_ns": "Last stamp of its rows, ns since Unix epoch (UTC).",
+    "rows": "Rows it contributed, all tables together.",
+    "quarantined": "Records of it that went to quarantine.",
+    "bytes": "Size of the file in bytes.",
+    "ingested_at": "When it was ingested (UTC, ISO-8601).",
+    "start_at": "start_ns as a UTC timestamp.",
+    "end_at": "end_ns as a UTC timestamp.",
+}
+
+
+@functools.cache
+def docs() -> tuple[tuple[str, str, str], ...]:
+    """(relation, column, doc) for every table, view and column; column '' is the relation."""
+    from traceq.docs import views
+
+    out: list[tuple[str, str, str]] = []
+    for table, columns in TABLES.items():
+        out.append((table, "", f"Table {table} (docs/SCHEMA.md)."))
+        out += [(table, c.name, f"{c.doc} [{c.unit}]" if c.unit else c.doc) for c in columns]
+    out += [("sources", column, doc) for column, doc in SOURCES_DOCS.items()]
+    for view in views():
+        out.append((view.name, "", view.doc))
+        out += [(view.name, column, doc) for column, doc in view.columns.items()]
+    return tuple(out)
+
+
+def _comment(con: duckdb.DuckDBPyConnection) -> None:
+    """Put every doc where DuckDB shows it (`duckdb_views()`, `duckdb_columns().comment`).
+
+    COMMENT ON takes no bound parameters, so each statement is assembled here: names come
+    from traceq's own schema and view files and are checked against a plain-identifier
+    pattern; docs are quoted as SQL string literals.
+    """
+    for relation, column, doc in docs():
+        if not (_IDENT.match(relation) and (not column or _IDENT.match(column))):
+            msg = f"not a plain identifier: {relation}.{column}"
+            raise ValueError(msg)
+        literal = "'" + doc.replace("'", "''") + "'"
+        target = f"COLUMN {relation}.{column}" if column else f"VIEW {relation}"
+        con.execute(f"COMMENT ON {target} IS {literal}")
 
 
 def _lock_down(con: duckdb.DuckDBPyConnection, files: list[str]) -> None:
@@ -62,20 +194,37 @@ def _lock_down(con: duckdb.DuckDBPyConnection, files: list[str]) -> None:
     con.execute("SET lock_configuration = true")
 
 
-def query(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) -> pl.DataFrame:
-    """Run one read-only statement (SELECT / WITH / FROM / DESCRIBE …) and return polars."""
-    statements = con.extract_statements(sql)
-    if len(statements) != 1:
-        msg = f"expected one SQL statement, got {len(statements)}"
-        raise ValueError(msg)
-    kind = statements[0].type
-    if kind not in _READ_STATEMENTS:
-        msg = f"only queries are allowed here, not {kind.name}"
-        raise PermissionError(msg)
-    return pl.from_arrow(con.sql(sql, params=params or None).to_arrow_table())  # type: ignore[return-value]
-
-
 _READ_STATEMENTS = {
     duckdb.StatementType.SELECT,
     duckdb.StatementType.EXPLAIN,
 }
+_QUERY_START = re.compile(r"^\s*(?:--[^\n]*\n\s*)*\(?\s*(PIVOT|UNPIVOT|SELECT|FROM|WITH)\b", re.I)
+
+
+def read_statement(con: duckdb.DuckDBPyConnection, sql: str, error: type[Exception]) -> str:
+    """`sql` if it is exactly one read statement, else raise `error` saying why.
+
+    A PIVOT whose columns DuckDB must first look up parses as several statements (the look-up
+    and the query); it is still a read when the text starts like a query, since no DuckDB
+    statement that writes begins with SELECT, FROM, WITH or PIVOT.
+    """
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise error(str(exc).strip()) from exc
+    if len(statements) != 1:
+        msg = f"expected one SQL statement, got {len(statements)}"
+        raise error(msg)
+    kind = statements[0].type
+    if kind in _READ_STATEMENTS:
+        return sql
+    if kind == duckdb.StatementType.MULTI and _QUERY_START.match(sql):
+        return sql
+    msg = f"only queries are allowed here, not {kind.name}: the dataset is read-only"
+    raise error(msg)
+
+
+def query(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) -> pl.DataFrame:
+    """Run one read-only statement (SELECT / WITH / FROM / DESCRIBE …) and return polars."""
+    read_statement(con, sql, PermissionError)
+    return pl.from_arrow(con.sql(sql, params=params or None).to_arrow_table())  # type: ignore[return-value]

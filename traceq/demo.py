@@ -10,10 +10,10 @@ from pathlib import Path
 import orjson
 import polars as pl
 
-from traceq import db
 from traceq.dataset import Dataset
 from traceq.ingest import IngestOptions, InputError, ingest
 from traceq.render import render_frame
+from traceq.session import Session
 from traceq.sql import load
 
 LABELS = "labels.json"
@@ -49,8 +49,8 @@ def run_demo(root: Path, out: Path, echo: Callable[[str], None]) -> pl.DataFrame
         clock = labels["clock"]
         options = IngestOptions(year=clock["log_year"], tz=clock["log_timezone"])
         ingest_scenario(folder, target, echo, options)
-        con = db.open(Dataset(target))
-        summary = con.sql(load("demo_summary")).pl().to_dicts()[0]
+        with Session(Dataset(target)) as session:
+            summary = session.query(load("demo_summary")).to_dicts()[0]
         rows.append(
             {
                 "scenario": folder.name,

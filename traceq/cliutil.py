@@ -1,0 +1,37 @@
+"""Pieces every `traceq` sub-command shares: the one-line error and `K=V` parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+
+class Failure(click.ClickException):
+    """A clean one-line error with exit code 2."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"traceq: error: {self.message}", err=True)
+
+
+def typed(value: str) -> Any:
+    """`"3"` → 3, `"2.5"` → 2.5, anything else stays text."""
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
+def parse_params(pairs: tuple[str, ...], option: str = "--param") -> dict[str, Any]:
+    """`("slo=500", "name=x")` → `{"slo": 500, "name": "x"}`; a malformed pair is a usage error."""
+    bound: dict[str, Any] = {}
+    for p in pairs:
+        key, sep, value = p.partition("=")
+        if not sep or not key:
+            raise click.UsageError(f"{option} expects K=V, got {p!r}")
+        bound[key] = typed(value)
+    return bound

@@ -1,0 +1,114 @@
+"""What the playbook engine returns: plain, JSON-serialisable data.
+
+The engine (`traceq diagnose`), the app and the report all exchange these; rendering to text,
+Markdown or HTML lives elsewhere. Times are ns since the Unix epoch (UTC).
+
+>>> f = Finding(id="kv-pressure", status="fail", severity="high", title="KV-cache pressure",
+...             message="41 preemptions/min")
+>>> Finding.from_dict(f.to_dict()) == f
+True
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Status = Literal["pass", "fail", "warn", "not_applicable", "error"]
+STATUSES: tuple[Status, ...] = ("fail", "warn", "error", "not_applicable", "pass")
+
+Severity = Literal["info", "low", "medium", "high", "critical"]
+SEVERITIES: tuple[Severity, ...] = ("info", "low", "medium", "high", "critical")
+"""In rising order: `--fail-on medium` fails on medium, high and critical findings."""
+
+CauseStatus = Literal["confirmed", "not_confirmed", "not_applicable", "error"]
+
+
+@dataclass
+class Cause:
+    """One possible cause of a finding and what its confirming check found."""
+
+    id: str
+    title: str
+    status: CauseStatus
+    strength: float = 0.0
+    """How strongly the check supports this cause, 0–1; causes are ranked by it."""
+    evidence: str = ""
+    """One line with the check's figure (e.g. "83 % of stalls overlap a prefill")."""
+    needs: str = ""
+    """For `not_applicable`: the data that would decide it."""
+
+
+@dataclass
+class Evidence:
+    """A bounded table that supports a finding, with the SQL that produced it."""
+
+    id: str
+    title: str
+    sql: str
+    columns: list[str] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    truncated: bool = False
+
+
+@dataclass
+class Finding:
+    """The result of one playbook on one dataset."""
+
+    id: str
+    status: Status
+    severity: Severity
+    title: str
+    message: str
+    causes: list[Cause] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    windows: list[dict[str, Any]] = field(default_factory=list)
+    """Where the symptom holds: `{"start": ns, "end": ns, ...figures inside / outside}`."""
+    example_requests: list[str] = field(default_factory=list)
+    fixes: list[str] = field(default_factory=list)
+    next_checks: list[str] = field(default_factory=list)
+    references: list[str] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    dataset_hash: str = ""
+    elapsed_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["causes"] = [Cause(**c) for c in data.get("causes", [])]
+        known["evidence"] = [Evidence(**e) for e in data.get("evidence", [])]
+        return cls(**known)
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("fail", "warn")
+
+
+@dataclass
+class Diagnosis:
+    """All findings of one `diagnose` run, with what it ran on."""
+
+    findings: list[Finding]
+    dataset: str
+    dataset_hash: str
+    traceq_version: str
+    started_at: str
+    elapsed_s: float
+    time_range: dict[str, int | None] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Diagnosis:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        known["findings"] = [Finding.from_dict(f) for f in data.get("findings", [])]
+        return cls(**known)
+
+
+def severity_rank(severity: str) -> int:
+    """Position of `severity` in SEVERITIES (higher is worse); unknown → -1."""
+    return SEVERITIES.index(severity) if severity in SEVERITIES else -1  # type: ignore[arg-type]

@@ -271,7 +271,7 @@ def test_gpu_throttle_shows_in_clocks_only_inside_its_window(tmp_path):
     generate("gpu-throttle", tmp_path, seed=6)
     labels = orjson.loads((tmp_path / FILES["labels"]).read_bytes())
     (fault,) = labels["faults"]
-    lo, hi = (x // 10**9 for x in fault["window_ns"])
+    lo, hi = (fault["windows"][0][k] // 10**9 for k in ("start", "end"))
     inside, outside = set(), set()
     for line in (tmp_path / FILES["nvidia_smi"]).read_text().splitlines()[1:]:
         v = line.split(", ")

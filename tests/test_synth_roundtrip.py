@@ -5,6 +5,7 @@ what `make sample-traces` writes."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 from pathlib import Path
 
 import orjson
@@ -142,16 +143,32 @@ def test_labels_name_faults_windows_and_playbooks(tmp_path):
     on_disk = orjson.loads((tmp_path / "labels.json").read_bytes())
     assert on_disk["scenario"] == "queue-overload"
     assert on_disk["expected_playbooks"] == ["ttft-queueing"]
+    assert on_disk["intensity"] == "strong" and on_disk["window"] is None
+    assert on_disk["expected_causes"] == {"ttft-queueing": ["arrivals-above-capacity"]}
     (fault,) = on_disk["faults"]
-    assert fault["fault"] == "queue-overload"
-    lo, hi = fault["window_ns"]
+    assert fault["fault"] == "queue-overload" and fault["cause"] == "arrivals-above-capacity"
+    ((lo, hi),) = ((w["start"], w["end"]) for w in fault["windows"])
     clock = on_disk["clock"]
     assert (
         clock["first_arrival_ns"] < lo < hi < clock["first_arrival_ns"] + clock["arrival_span_ns"]
     )
+    # The window is where arrivals really come 15x faster: its gaps are a fraction of the rest.
+    arrivals = sorted(
+        int(span["startTimeUnixNano"])
+        for line in (tmp_path / "traces.otlp.jsonl").read_bytes().splitlines()
+        for rs in orjson.loads(line)["resourceSpans"]
+        for ss in rs["scopeSpans"]
+        for span in ss["spans"]
+        if span["name"] == "llm_request"
+    )
+    inside = [b - a for a, b in itertools.pairwise(arrivals) if lo <= a < hi]
+    outside = [b - a for a, b in itertools.pairwise(arrivals) if not lo <= a <= hi]
+    assert len(inside) >= 10
+    assert sum(inside) / len(inside) < sum(outside) / len(outside) / 5
     assert labels["truth"]["requests"] == 84
     healthy = orjson.loads((ROOT / "sample_traces" / "healthy" / "labels.json").read_bytes())
     assert healthy["faults"] == [] and healthy["expected_playbooks"] == []
+    assert healthy["intensity"] is None
 
 
 def test_cli_synth_and_demo(tmp_path):

@@ -18,7 +18,7 @@ import orjson
 
 from traceq.synth.config import Scenario
 from traceq.synth.engine import NS, Request, StepInfo
-from traceq.synth.faults import ClientView, injected
+from traceq.synth.faults import ClientView, injected, summary
 from traceq.synth.scenarios import SAMPLE_SCENARIOS, SCENARIOS
 from traceq.synth.sim import Collect, RunInfo, plan, simulate
 from traceq.synth.write_gpu import GpuWriter
@@ -122,14 +122,20 @@ def generate(
 
 def _labels(sc: Scenario, seed: int, info: RunInfo, s: _Summary, client: bool) -> dict:
     files = {k: v for k, v in FILES.items() if k != "client_otlp" or client}
+    faults = injected(sc, info)
+    expected, tolerated, causes = summary(faults)
     return {
         "scenario": sc.name,
         "description": sc.description,
         "seed": seed,
+        "intensity": "strong" if faults else None,
+        "window": None,
         "generator": "traceq synth",
         "files": files,
-        "faults": injected(sc, info),
-        "expected_playbooks": list(sc.expected_playbooks),
+        "faults": faults,
+        "expected_playbooks": expected,
+        "tolerated_playbooks": tolerated,
+        "expected_causes": causes,
         "clock": {
             "engine_ready_ns": info.t_ready,
             "first_arrival_ns": info.t_first_arrival,

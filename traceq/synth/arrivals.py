@@ -127,21 +127,31 @@ def _parametric_rows(
         yield gap, prompt, out, blocks, block
 
 
-def _warp(gaps: array, window: tuple[float, float], factor: float) -> None:
-    """Queue overload: inside the window (fractions of the span) arrivals come `factor` × faster."""
+def _warp(gaps: array, window: tuple[float, float], factor: float) -> tuple[float, float]:
+    """Queue overload: inside the window (fractions of the span) arrivals come `factor` × faster.
+
+    Returns the overload window in seconds after the first arrival, on the warped clock: the
+    compressed window is (hi - lo) / factor of the original span long.
+    """
     span = sum(gaps)
     lo, hi = window[0] * span, window[1] * span
-    t = 0.0
+    t = real = 0.0
+    first = last = None
     for i, g in enumerate(gaps):
         if lo <= t < hi:
             gaps[i] = g / factor
+            first = real if first is None else first
+            last = real + gaps[i]
         t += g
+        real += gaps[i]
+    return (first, last) if first is not None else (0.0, 0.0)
 
 
 def arrivals(
     w: WorkloadConfig, f: FaultConfig, seed: int, start_ns: int
-) -> tuple[int, Iterator[Arrival]]:
-    """(arrival span in ns, the requests in arrival order with faults applied).
+) -> tuple[int, tuple[int, int] | None, Iterator[Arrival]]:
+    """(arrival span in ns, the overload window in ns since the epoch or None, the requests in
+    arrival order with faults applied).
 
     Streaming: only the inter-arrival gaps (8 bytes a request) are held in memory.
     """
@@ -151,10 +161,12 @@ def arrivals(
         if k == w.requests:
             break
         gaps.append(row[0])
+    overload = None
     if f.overload_factor != 1.0:
-        _warp(gaps, f.overload_window, f.overload_factor)
+        lo, hi = _warp(gaps, f.overload_window, f.overload_factor)
+        overload = (start_ns + int(lo * 1e9), start_ns + int(hi * 1e9))
     span = int(sum(gaps[:-1]) * 1e9) if len(gaps) > 1 else 0
-    return span, _stream(w, f, seed, start_ns, gaps)
+    return span, overload, _stream(w, f, seed, start_ns, gaps)
 
 
 def _stream(

@@ -29,14 +29,16 @@ TRIM_EVERY = 4096  # decode steps between trims of the step-time array
 
 class Engine:
     def __init__(
-        self, cfg: EngineConfig, faults: FaultConfig, t_ready: int, window: tuple[int, int]
+        self,
+        cfg: EngineConfig,
+        faults: FaultConfig,
+        t_ready: int,
+        throttle: tuple[int, int] | None,
     ):
         self.cfg = cfg
         self.faults = faults
         self.t_ready = t_ready  # "Application startup complete"
-        span = window[1] - window[0]
-        lo, hi = faults.throttle_window
-        self.throttle = (window[0] + int(lo * span), window[0] + int(hi * span))
+        self.throttle = throttle or (0, 0)  # ns since the epoch: step cost × throttle_factor
         self.T: list[int] = []  # end time of each decode step, from step index T_base on
         self.T_base = 0
         self.D = 0  # decode steps so far (absolute index of the next one)

@@ -3,6 +3,8 @@ the client-side view of the stream (network delay and stalls that only the clien
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from traceq.synth.arrivals import rng
 from traceq.synth.config import EngineConfig, FaultConfig, Scenario
 from traceq.synth.engine import NS, Request
@@ -31,20 +33,83 @@ class ClientView:
         return req.t_arrival - d, out, (out[-1] if out else req.t_end + d)
 
 
-def _window(info: RunInfo, frac: tuple[float, float]) -> list[int]:
-    a = info.t_first_arrival
-    return [a + int(frac[0] * info.span_ns), a + int(frac[1] * info.span_ns)]
+@dataclass(frozen=True)
+class FaultSpec:
+    """What an injected fault is, for scoring a diagnosis against it (docs/SYNTH.md, Labels)."""
+
+    cause: str  # the root-cause id a playbook should rank first
+    expected: tuple[str, ...]  # playbook ids (SPEC §5) that must fire
+    tolerated: tuple[str, ...] = ()  # true side effects: may fire, neither hit nor false alarm
+
+
+# Every fault the generator can inject. Playbook ids are SPEC §5's; a cause id names the
+# injected root cause the way the matching playbook's cause should be named.
+FAULTS: dict[str, FaultSpec] = {
+    "long-output-tail": FaultSpec("long-outputs", ("long-request-tail",), ("slo-goodput",)),
+    "client-jitter": FaultSpec("client-side-stalls", ("tbt-jitter",), ("slo-goodput",)),
+    "prefill-interference": FaultSpec(
+        "long-prefills-unchunked",
+        ("prefill-interference", "tbt-jitter"),
+        ("ttft-prefill", "ttft-queueing", "long-request-tail", "slo-goodput"),
+    ),
+    "kv-pressure": FaultSpec(
+        "kv-cache-exhausted",
+        ("kv-pressure",),
+        ("ttft-queueing", "tbt-jitter", "long-request-tail", "slo-goodput"),
+    ),
+    "queue-overload": FaultSpec(
+        "arrivals-above-capacity", ("ttft-queueing",), ("long-request-tail", "slo-goodput")
+    ),
+    "slow-tokenizer": FaultSpec(
+        "slow-tokenizer", ("tokenizer-overhead",), ("gpu-underutilized", "slo-goodput")
+    ),
+    "warm-up-skew": FaultSpec(
+        "engine-warm-up",
+        ("warm-up-skew",),
+        ("slow-decode", "ttft-queueing", "tbt-jitter", "long-request-tail", "slo-goodput"),
+    ),
+    "gpu-throttle": FaultSpec(
+        "gpu-clock-throttled",
+        ("slow-decode",),
+        ("tbt-jitter", "long-request-tail", "slo-goodput"),
+    ),
+    "fixed-length-load": FaultSpec("fixed-lengths", ("unrealistic-load",)),
+    "rejected-requests": FaultSpec("prompt-too-long", ("error-rate",), ("slo-goodput",)),
+    "request-timeouts": FaultSpec(
+        "client-timeouts",
+        ("error-rate",),
+        ("ttft-queueing", "long-request-tail", "slo-goodput"),
+    ),
+    "low-prefix-reuse": FaultSpec(
+        "prefix-cache-misses", ("ttft-prefill",), ("ttft-queueing", "slo-goodput")
+    ),
+}
+
+
+def _span(lo: int, hi: int) -> list[dict[str, int]]:
+    return [{"start": lo, "end": hi}]
 
 
 def injected(sc: Scenario, info: RunInfo) -> list[dict]:
-    """The faults a scenario injects, with windows (ns) and parameters, for labels.json."""
+    """The faults a scenario injects, for labels.json: fault id, cause id, the windows where
+    it is active (ns since the epoch, UTC), the playbooks that must / may fire, parameters."""
     f, c, d = sc.faults, sc.engine, FaultConfig()
     e = EngineConfig()
-    whole = [info.t_first_arrival, info.t_end]
+    whole = _span(info.t_first_arrival, info.t_end)
     out: list[dict] = []
 
-    def add(name: str, window: list[int], **params: object) -> None:
-        out.append({"fault": name, "window_ns": window, "params": params})
+    def add(name: str, windows: list[dict[str, int]], **params: object) -> None:
+        spec = FAULTS[name]
+        out.append(
+            {
+                "fault": name,
+                "cause": spec.cause,
+                "windows": windows,
+                "expected_playbooks": list(spec.expected),
+                "tolerated_playbooks": list(spec.tolerated),
+                "params": params,
+            }
+        )
 
     if f.long_output_fraction:
         add(
@@ -76,10 +141,11 @@ def injected(sc: Scenario, info: RunInfo) -> list[dict]:
             max_num_seqs=c.max_num_seqs,
             preemptions=info.preemptions,
         )
-    if f.overload_factor != d.overload_factor:
+    timeouts = f.timeout_s is not None
+    if info.overload_ns and not timeouts:
         add(
             "queue-overload",
-            _window(info, f.overload_window),
+            _span(*info.overload_ns),
             rate_factor=f.overload_factor,
             max_num_seqs=c.max_num_seqs,
         )
@@ -89,14 +155,14 @@ def injected(sc: Scenario, info: RunInfo) -> list[dict]:
         end = info.t_ready + round(c.warmup_s * NS)
         add(
             "warm-up-skew",
-            [info.t_ready, end],
+            _span(info.t_ready, end),
             step_cost_factor=c.warmup_factor,
             warmup_s=c.warmup_s,
         )
-    if f.throttle_factor != d.throttle_factor:
+    if info.throttle_ns:
         add(
             "gpu-throttle",
-            _window(info, f.throttle_window),
+            _span(*info.throttle_ns),
             step_cost_factor=f.throttle_factor,
             sm_clock_mhz=f.throttle_clock_mhz,
         )
@@ -107,8 +173,32 @@ def injected(sc: Scenario, info: RunInfo) -> list[dict]:
             prompt_tokens=f.fixed_lengths[0],
             output_tokens=f.fixed_lengths[1],
         )
-    if f.error_fraction or f.timeout_s:
-        add("errors", whole, rejected_fraction=f.error_fraction, timeout_s=f.timeout_s)
+    if f.error_fraction:
+        add("rejected-requests", whole, rejected_fraction=f.error_fraction)
+    if timeouts:
+        add(
+            "request-timeouts",
+            _span(*info.overload_ns) if info.overload_ns else whole,
+            timeout_s=f.timeout_s,
+            rate_factor=f.overload_factor,
+            max_num_seqs=c.max_num_seqs,
+        )
     if not c.prefix_caching and e.prefix_caching:
         add("low-prefix-reuse", whole, prefix_caching=False)
     return out
+
+
+def summary(faults: list[dict]) -> tuple[list[str], list[str], dict[str, list[str]]]:
+    """(expected playbooks, tolerated playbooks not expected, playbook → injected cause ids)."""
+    expected: list[str] = []
+    tolerated: list[str] = []
+    causes: dict[str, list[str]] = {}
+    for x in faults:
+        for p in x["expected_playbooks"]:
+            if p not in expected:
+                expected.append(p)
+            if x["cause"] not in causes.setdefault(p, []):
+                causes[p].append(x["cause"])
+    for x in faults:
+        tolerated += [p for p in x["tolerated_playbooks"] if p not in expected + tolerated]
+    return expected, tolerated, causes

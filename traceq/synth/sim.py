@@ -28,6 +28,8 @@ class RunInfo:
     t_ready: int  # engine ready ("Application startup complete")
     t_first_arrival: int
     span_ns: int  # arrival span
+    overload_ns: tuple[int, int] | None = None  # arrivals `overload_factor` × faster
+    throttle_ns: tuple[int, int] | None = None  # GPU throttled (step cost × throttle_factor)
     t_end: int = 0  # last engine activity
     requests: int = 0
     preemptions: int = 0
@@ -63,13 +65,18 @@ def plan(scenario: Scenario, seed: int) -> tuple[RunInfo, Iterator[Request]]:
     """The run's clock and its tokenized requests, not yet simulated."""
     c, w, f = scenario.engine, scenario.workload, scenario.faults
     start = scenario.start_ns
-    span, stream = arrivals(w, f, seed, start)
+    span, overload, stream = arrivals(w, f, seed, start)
+    lo, hi = f.throttle_window
     info = RunInfo(
         scenario=scenario,
         seed=seed,
         t_ready=start - round(c.startup_lead_s * NS),
         t_first_arrival=start,
         span_ns=span,
+        overload_ns=overload,
+        throttle_ns=(start + int(lo * span), start + int(hi * span))
+        if f.throttle_factor != 1.0
+        else None,
     )
     return info, tokenize_stage(stream, c, f, seed, request_ids(seed))
 
@@ -79,9 +86,7 @@ def simulate(scenario: Scenario, seed: int, sinks: Sequence[Sink]) -> RunInfo:
     info, requests = plan(scenario, seed)
     out = Fanout(sinks)
     f = scenario.faults
-    engine = Engine(
-        scenario.engine, f, info.t_ready, (start := info.t_first_arrival, start + info.span_ns)
-    )
+    engine = Engine(scenario.engine, f, info.t_ready, info.throttle_ns)
     deadlines: list[tuple[int, int, Request]] = []
     timeout_ns = round(f.timeout_s * NS) if f.timeout_s else 0
     pending = next(requests, None)

@@ -18,6 +18,7 @@ import polars as pl
 from traceq import db
 from traceq.dataset import DatasetError
 from traceq.ingest import IngestOptions, IngestResult, InputError, formats, ingest
+from traceq.ingest.blocks import MAX_LINE_BYTES
 from traceq.ingest.otel.spans import SpanConventions
 from traceq.render import render_frame
 
@@ -69,6 +70,9 @@ def _input_size(paths: tuple[str, ...]) -> int:
               help="Sampling interval (s) of clockless files [default: 1].")  # fmt: skip
 @click.option("--columns", help="Field list of a headerless nvidia-smi CSV, comma-separated "
               "(the --query-gpu value).")  # fmt: skip
+@click.option("--max-line-bytes", type=click.IntRange(min=1), default=MAX_LINE_BYTES,
+              show_default=True, help="Longest line (or JSON document) held in memory; "
+              "longer ones are quarantined unread.")  # fmt: skip
 def ingest_cmd(
     sources: tuple[str, ...],
     dataset: str,
@@ -80,6 +84,7 @@ def ingest_cmd(
     start: str | None,
     interval_s: float | None,
     columns: str | None,
+    max_line_bytes: int,
 ) -> None:
     """Ingest trace, log and telemetry files (directories recurse) into DATASET."""
     if interval_s is not None and interval_s <= 0:
@@ -92,6 +97,7 @@ def ingest_cmd(
         start=_start_ns(start, tz) if start else None,
         interval_s=interval_s,
         columns=tuple(c.strip() for c in columns.split(",")) if columns else None,
+        max_line_bytes=max_line_bytes,
     )
     if fmt != "auto" and fmt not in formats():
         raise Failure(f"unknown format {fmt!r}; run `traceq formats`")

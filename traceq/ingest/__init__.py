@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from traceq.dataset import Dataset, SourceWriter
+from traceq.ingest.blocks import LineCap
 from traceq.ingest.options import IngestOptions
 from traceq.ingest.source import InputError, Source
 from traceq.schema import RAW_LIMIT
@@ -125,7 +126,11 @@ def ingest(
                 raise InputError(msg)
     ds = Dataset(dataset, create=True)
     ds.sweep()
-    return [_ingest_one(ds, Source(p), fmt, options, progress or _noop) for p, _ in files]
+    cap = options.max_line_bytes
+    return [
+        _ingest_one(ds, Source(p, cap=LineCap(cap)), fmt, options, progress or _noop)
+        for p, _ in files
+    ]
 
 
 def _ingest_one(
@@ -196,6 +201,8 @@ def _read(
     entry |= family.ingest(source, writer, found, options, progress)
     for error in source.errors:
         _quarantine_file(writer, error, "")
+    if source.cap.rejected:
+        writer.write("quarantine", pl.DataFrame(source.cap.rejected))
     return "ingested"
 
 

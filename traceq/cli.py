@@ -142,6 +142,9 @@ def _print_results(results: list[IngestResult]) -> None:
             click.echo(f"{r.path}: already ingested (source {r.source_id}), skipped")
         elif r.status == "failed":
             click.echo(f"{r.path}: {r.format} reader failed; listed in quarantine")
+        elif r.status in ("unreadable", "skipped"):
+            listed = "; listed in quarantine" if r.status == "unreadable" else ", skipped"
+            click.echo(f"{r.path}: {r.detail}{listed}")
         elif r.status == "unrecognised":
             click.echo(f"{r.path}: not a format traceq reads; listed in quarantine")
         else:

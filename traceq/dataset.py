@@ -24,7 +24,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from traceq.schema import NS, SCHEMA_VERSION, TABLES, conform
 MANIFEST = "manifest.json"
 _OWN = (".lock", ".staging")  # what a dataset folder may hold before its first manifest
 RETRY = ("failed", "unreadable")  # source statuses the next ingest reads again
+HEAD_HASH_BYTES = 64 << 10  # `head_hash` covers this much of a source (extended_by)
 # Write errors of the environment, not of the input: the ingest stops with what to do.
 WRITE_ERRNOS = {
     errno.ENOSPC: "the disk is full; free space and run the ingest again",
@@ -163,6 +164,22 @@ class Dataset:
             s["source_id"] == source_id and s.get("status") not in RETRY for s in self.sources()
         )
 
+    def extended_by(self, size: int, prefix_hash: Callable[[int], str]) -> list[str]:
+        """Sources whose whole content is the start of a file of `size` bytes (a log or
+        collector file that grew since): `prefix_hash(n)` hashes that file's first n bytes.
+        The head hash narrows the candidates before the full prefix is hashed."""
+        found = []
+        for s in self.sources():
+            n = s.get("bytes")
+            if s.get("status") in RETRY or not isinstance(n, int) or not 0 < n < size:
+                continue
+            head = s.get("head_hash")
+            if head is not None and head != f"sha256:{prefix_hash(min(n, HEAD_HASH_BYTES))}":
+                continue
+            if s.get("content_hash") == f"sha256:{prefix_hash(n)}":
+                found.append(s["source_id"])
+        return found
+
     def table_files(self, table: str) -> list[Path]:
         """Parquet files of `table`, in ingest order, as listed by the manifest."""
         return [
@@ -225,7 +242,10 @@ class Dataset:
                 for s in manifest["sources"]
                 if s.get("status") == "unreadable" and s.get("path") == entry.get("path")
             ]
-            manifest["sources"] = [s for s in manifest["sources"] if s not in same]
+            # A file that grew replaces the sources it extends, in this same manifest write.
+            superseded = set(entry.get("supersedes", ()))
+            old = [s for s in manifest["sources"] if s["source_id"] in superseded]
+            manifest["sources"] = [s for s in manifest["sources"] if s not in same + old]
             for prior in same:
                 for rel in prior.get("files", {}).values():
                     self._inside(rel).unlink(missing_ok=True)
@@ -237,6 +257,9 @@ class Dataset:
                 files[table] = rel
             manifest["sources"].append({**entry, "files": files})
             self._write_manifest(manifest)
+            for prior in old:  # unlisted now; removed only after the manifest no longer lists them
+                for rel in prior.get("files", {}).values():
+                    self._inside(rel).unlink(missing_ok=True)
         return True
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from traceq.dataset import Dataset, DatasetError, SourceWriter, write_error
+from traceq.dataset import HEAD_HASH_BYTES, Dataset, DatasetError, SourceWriter, write_error
 from traceq.ingest.blocks import LineCap
 from traceq.ingest.options import IngestOptions
 from traceq.ingest.source import InputError, Source
@@ -184,9 +184,13 @@ def _ingest_one(
     entry: dict[str, Any] = {
         "path": str(source.path.resolve()),
         "content_hash": f"sha256:{source.content_hash}",
+        "head_hash": f"sha256:{source.prefix_hash(HEAD_HASH_BYTES)}",
         "bytes": source.size,
         "compression": source.compression,
     }
+    extends = ds.extended_by(source.size, source.prefix_hash)
+    if extends:  # a file that grew: read whole again, its old rows go in the same commit
+        entry["supersedes"] = extends
     writer = ds.writer(source.source_id)
     try:
         status = _read(writer, source, fmt, options, progress, entry)

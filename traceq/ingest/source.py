@@ -81,6 +81,15 @@ class Source:
                 digest.update(chunk)
         return digest.hexdigest()
 
+    def prefix_hash(self, n: int) -> str:
+        """sha256 of the file's first `n` bytes as stored (recognises a file that grew)."""
+        digest = hashlib.sha256()
+        with open(self.path, "rb") as fh:
+            while n > 0 and (chunk := fh.read(min(n, 1 << 22))):
+                digest.update(chunk)
+                n -= len(chunk)
+        return digest.hexdigest()
+
     @property
     def source_id(self) -> str:
         return self.content_hash[:16]

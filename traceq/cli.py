@@ -17,6 +17,7 @@ from traceq.cli_sql import schema_cmd, sql_cmd
 from traceq.cliutil import Failure
 from traceq.dataset import DatasetError
 from traceq.ingest import IngestOptions, IngestResult, InputError, formats, ingest
+from traceq.ingest.blocks import MAX_LINE_BYTES
 from traceq.ingest.otel.spans import SpanConventions
 
 PROGRESS_MIN_BYTES = 16 << 20  # show a progress bar for inputs at least this large
@@ -58,6 +59,9 @@ def _input_size(paths: tuple[str, ...]) -> int:
               help="Sampling interval (s) of clockless files [default: 1].")  # fmt: skip
 @click.option("--columns", help="Field list of a headerless nvidia-smi CSV, comma-separated "
               "(the --query-gpu value).")  # fmt: skip
+@click.option("--max-line-bytes", type=click.IntRange(min=1), default=MAX_LINE_BYTES,
+              show_default=True, help="Longest line (or JSON document) held in memory; "
+              "longer ones are quarantined unread.")  # fmt: skip
 def ingest_cmd(
     sources: tuple[str, ...],
     dataset: str,
@@ -69,6 +73,7 @@ def ingest_cmd(
     start: str | None,
     interval_s: float | None,
     columns: str | None,
+    max_line_bytes: int,
 ) -> None:
     """Ingest trace, log and telemetry files (directories recurse) into DATASET."""
     if interval_s is not None and interval_s <= 0:
@@ -81,6 +86,7 @@ def ingest_cmd(
         start=_start_ns(start, tz) if start else None,
         interval_s=interval_s,
         columns=tuple(c.strip() for c in columns.split(",")) if columns else None,
+        max_line_bytes=max_line_bytes,
     )
     if fmt != "auto" and fmt not in formats():
         raise Failure(f"unknown format {fmt!r}; run `traceq formats`")
@@ -125,6 +131,9 @@ def _print_results(results: list[IngestResult]) -> None:
             click.echo(f"{r.path}: already ingested (source {r.source_id}), skipped")
         elif r.status == "failed":
             click.echo(f"{r.path}: {r.format} reader failed; listed in quarantine")
+        elif r.status in ("unreadable", "skipped"):
+            listed = "; listed in quarantine" if r.status == "unreadable" else ", skipped"
+            click.echo(f"{r.path}: {r.detail}{listed}")
         elif r.status == "unrecognised":
             click.echo(f"{r.path}: not a format traceq reads; listed in quarantine")
         else:

@@ -9,17 +9,22 @@ Layout::
 Readers only see files the manifest lists, and the manifest is replaced atomically
 (write temp, fsync, rename) after a source's files are in place. An interrupted ingest
 therefore leaves no half-visible source; its leftovers are swept on the next write.
+
+The folder is data, never instructions (docs/RELIABILITY.md): traceq writes only into an
+empty folder or a dataset, every path the manifest lists must lie inside the dataset, and a
+`.staging`, table folder or manifest that is a symbolic link is refused, never followed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +34,17 @@ import pyarrow.parquet as pq
 from traceq.schema import NS, SCHEMA_VERSION, TABLES, conform
 
 MANIFEST = "manifest.json"
+_OWN = (".lock", ".staging")  # what a dataset folder may hold before its first manifest
+RETRY = ("failed", "unreadable")  # source statuses the next ingest reads again
+HEAD_HASH_BYTES = 64 << 10  # `head_hash` covers this much of a source (extended_by)
+# Write errors of the environment, not of the input: the ingest stops with what to do.
+WRITE_ERRNOS = {
+    errno.ENOSPC: "the disk is full; free space and run the ingest again",
+    errno.EDQUOT: "the disk quota is exceeded; free space and run the ingest again",
+    errno.EROFS: "the file system is read-only; choose a writable -o",
+    errno.EFBIG: "a file grew past the size limit; raise the limit (ulimit -f) and run again",
+    errno.EACCES: "permission denied; choose a folder you can write to",
+}
 
 
 class DatasetError(Exception):
@@ -41,13 +57,70 @@ class Dataset:
     def __init__(self, root: str | os.PathLike[str], *, create: bool = False) -> None:
         self.root = Path(root)
         if create:
-            self.root.mkdir(parents=True, exist_ok=True)
-            if not (self.root / MANIFEST).is_file():
-                with self._locked():
-                    self._write_manifest(self.manifest())
+            self._create()
         elif not (self.root / MANIFEST).is_file():
             msg = f"{self.root} is not a traceq dataset (no {MANIFEST})"
             raise DatasetError(msg)
+        self._check_links()
+
+    def _create(self) -> None:
+        """Make the folder a dataset: only a new or empty folder, or a dataset already."""
+        if self.root.exists() and not self.root.is_dir():
+            msg = f"{self.root} exists and is not a folder; choose another -o"
+            raise DatasetError(msg)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._check_links()
+            if (self.root / MANIFEST).is_file():
+                return
+            self._refuse_foreign()  # before the lock file: nothing is written to such a folder
+            with self._locked():
+                if (self.root / MANIFEST).exists():
+                    return
+                self._refuse_foreign()
+                self._write_manifest(self.manifest())
+        except OSError as exc:
+            error = write_error(self.root, exc)
+            if error is None:
+                raise
+            raise error from exc
+
+    def _refuse_foreign(self) -> None:
+        others = sorted(p.name for p in self.root.iterdir() if p.name not in _OWN)
+        if others:
+            msg = (
+                f"{self.root} is not empty and is not a traceq dataset (no {MANIFEST}; "
+                f"it holds {others[0]!r}); ingest into a new or empty folder"
+            )
+            raise DatasetError(msg)
+
+    def _check_links(self) -> None:
+        """Refuse a manifest, `.staging` or table folder that is a symbolic link."""
+        for name in (MANIFEST, *_OWN, *TABLES):
+            if (self.root / name).is_symlink():
+                msg = (
+                    f"{self.root / name} is a symbolic link; traceq never follows links inside "
+                    "a dataset (replace it with the real folder or file)"
+                )
+                raise DatasetError(msg)
+
+    def _inside(self, rel: Any) -> Path:
+        """The dataset file at `rel` (a path from the manifest), refused if outside the dataset."""
+        path = self.root / str(rel)
+        root = self.root.resolve()
+        if (
+            not isinstance(rel, str)
+            or Path(rel).is_absolute()
+            or ".." in Path(rel).parts
+            or not path.resolve().is_relative_to(root)
+            or path.resolve() == root
+        ):
+            msg = (
+                f"{self.root / MANIFEST} lists {rel!r}, which is not inside the dataset; "
+                "refusing to read or delete it (restore the manifest or re-ingest)"
+            )
+            raise DatasetError(msg)
+        return path
 
     # -- reading -------------------------------------------------------------------------
     def manifest(self) -> dict[str, Any]:
@@ -59,12 +132,27 @@ class Dataset:
         except (OSError, ValueError) as exc:
             msg = f"cannot read {path}: {exc}"
             raise DatasetError(msg) from exc
-        if manifest.get("schema_version") != SCHEMA_VERSION:
+        if not isinstance(manifest, dict) or manifest.get("schema_version") != SCHEMA_VERSION:
             msg = (
                 f"{path} has schema version {manifest.get('schema_version')}, "
                 f"this traceq reads {SCHEMA_VERSION}; re-ingest the sources"
             )
             raise DatasetError(msg)
+        sources = manifest.get("sources")
+        if not isinstance(sources, list) or not all(
+            isinstance(s, dict)
+            and isinstance(s.get("source_id"), str)
+            and isinstance(s.get("files", {}), dict)
+            for s in sources
+        ):
+            msg = (
+                f"{path} is damaged: no list of `sources` with a source_id and files each; "
+                "restore it from a backup or re-ingest into a new folder"
+            )
+            raise DatasetError(msg)
+        for s in sources:
+            for rel in s.get("files", {}).values():
+                self._inside(rel)
         return manifest
 
     def sources(self) -> list[dict[str, Any]]:
@@ -73,13 +161,29 @@ class Dataset:
     def has_source(self, source_id: str) -> bool:
         """Whether this content is in the dataset (a source whose reader failed is not)."""
         return any(
-            s["source_id"] == source_id and s.get("status") != "failed" for s in self.sources()
+            s["source_id"] == source_id and s.get("status") not in RETRY for s in self.sources()
         )
+
+    def extended_by(self, size: int, prefix_hash: Callable[[int], str]) -> list[str]:
+        """Sources whose whole content is the start of a file of `size` bytes (a log or
+        collector file that grew since): `prefix_hash(n)` hashes that file's first n bytes.
+        The head hash narrows the candidates before the full prefix is hashed."""
+        found = []
+        for s in self.sources():
+            n = s.get("bytes")
+            if s.get("status") in RETRY or not isinstance(n, int) or not 0 < n < size:
+                continue
+            head = s.get("head_hash")
+            if head is not None and head != f"sha256:{prefix_hash(min(n, HEAD_HASH_BYTES))}":
+                continue
+            if s.get("content_hash") == f"sha256:{prefix_hash(n)}":
+                found.append(s["source_id"])
+        return found
 
     def table_files(self, table: str) -> list[Path]:
         """Parquet files of `table`, in ingest order, as listed by the manifest."""
         return [
-            self.root / s["files"][table] for s in self.sources() if table in s.get("files", {})
+            self._inside(s["files"][table]) for s in self.sources() if table in s.get("files", {})
         ]
 
     # -- writing -------------------------------------------------------------------------
@@ -106,14 +210,19 @@ class Dataset:
             listed = {
                 str(self.root / f) for s in self.sources() for f in s.get("files", {}).values()
             }
+            self._check_links()
             for table in TABLES:
                 for path in (self.root / table).glob("*.parquet"):
                     if str(path) not in listed:
-                        path.unlink(missing_ok=True)
+                        path.unlink(missing_ok=True)  # a link is removed, never followed
             staging = self.root / ".staging"
             for scratch in staging.glob("*") if staging.is_dir() else []:
                 pid = scratch.name.rsplit("-", 1)[-1]
-                if not (pid.isdigit() and _alive(int(pid))):
+                if pid.isdigit() and _alive(int(pid)):
+                    continue
+                if scratch.is_symlink() or not scratch.is_dir():
+                    scratch.unlink(missing_ok=True)
+                else:
                     shutil.rmtree(scratch, ignore_errors=True)
 
     def writer(self, source_id: str) -> SourceWriter:
@@ -124,13 +233,22 @@ class Dataset:
         with self._locked():
             manifest = self.manifest()
             same = [s for s in manifest["sources"] if s["source_id"] == entry["source_id"]]
-            if any(s.get("status") != "failed" for s in same):
+            if any(s.get("status") not in RETRY for s in same):
                 return False
-            # A source whose reader failed before is replaced by this attempt (same file names).
-            manifest["sources"] = [s for s in manifest["sources"] if s not in same]
+            # A source whose reader failed before is replaced by this attempt (same file names),
+            # and so is the entry of this path when it could not be read.
+            same += [
+                s
+                for s in manifest["sources"]
+                if s.get("status") == "unreadable" and s.get("path") == entry.get("path")
+            ]
+            # A file that grew replaces the sources it extends, in this same manifest write.
+            superseded = set(entry.get("supersedes", ()))
+            old = [s for s in manifest["sources"] if s["source_id"] in superseded]
+            manifest["sources"] = [s for s in manifest["sources"] if s not in same + old]
             for prior in same:
                 for rel in prior.get("files", {}).values():
-                    (self.root / rel).unlink(missing_ok=True)
+                    self._inside(rel).unlink(missing_ok=True)
             files = {}
             for table, path in staged.items():
                 (self.root / table).mkdir(exist_ok=True)
@@ -139,7 +257,17 @@ class Dataset:
                 files[table] = rel
             manifest["sources"].append({**entry, "files": files})
             self._write_manifest(manifest)
+            for prior in old:  # unlisted now; removed only after the manifest no longer lists them
+                for rel in prior.get("files", {}).values():
+                    self._inside(rel).unlink(missing_ok=True)
         return True
+
+
+def write_error(root: Path, exc: OSError) -> DatasetError | None:
+    """A one-line DatasetError for an environment problem writing `root` (disk full, …)."""
+    if exc.errno not in WRITE_ERRNOS:
+        return None
+    return DatasetError(f"cannot write to {root}: {WRITE_ERRNOS[exc.errno]}")
 
 
 def _alive(pid: int) -> bool:

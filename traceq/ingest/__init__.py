@@ -6,8 +6,10 @@ Every ingester family is a module with `FORMATS` (name → description), `sniff(
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +18,8 @@ from typing import Any
 
 import polars as pl
 
-from traceq.dataset import Dataset, SourceWriter
+from traceq.dataset import HEAD_HASH_BYTES, Dataset, DatasetError, SourceWriter, write_error
+from traceq.ingest.blocks import LineCap
 from traceq.ingest.options import IngestOptions
 from traceq.ingest.source import InputError, Source
 from traceq.schema import RAW_LIMIT
@@ -45,28 +48,53 @@ class IngestResult:
     path: Path
     source_id: str
     format: str | None
-    status: str  # ingested | already ingested | unrecognised | failed
+    status: str  # ingested | already ingested | unrecognised | failed | unreadable | skipped
     rows: dict[str, int] = field(default_factory=dict)
     quarantined: int = 0
+    detail: str = ""  # why a file was unreadable or skipped
 
 
-def _expand(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, bool]]:
-    """(file, named explicitly) pairs; directories recurse, hidden entries are skipped."""
+def _expand(
+    paths: Iterable[str | os.PathLike[str]],
+) -> tuple[list[tuple[Path, bool]], list[IngestResult]]:
+    """(file, named explicitly) pairs, and the entries of directories that are no regular
+    file (FIFOs, sockets, devices, broken links) as skipped results. Directories recurse,
+    hidden entries are left out."""
     out: list[tuple[Path, bool]] = []
+    skipped: list[IngestResult] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = sorted(
-                f
-                for f in p.rglob("*")
-                if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
-            )
-            out += [(f, False) for f in found]
+            for f in sorted(p.rglob("*")):
+                if any(part.startswith(".") for part in f.relative_to(p).parts) or f.is_dir():
+                    continue
+                if f.is_file():
+                    out.append((f, False))
+                else:
+                    skipped.append(IngestResult(f, "", None, "skipped", detail=_kind(f)))
         elif p.is_file():
             out.append((p, True))
+        elif p.exists() or p.is_symlink():
+            msg = f"{p}: {_kind(p)}, not a regular file (save the stream to a file and ingest that)"
+            raise InputError(msg)
         else:
             msg = f"{p}: no such file or directory"
             raise InputError(msg)
-    return out
+    return out, skipped
+
+
+def _kind(path: Path) -> str:
+    """What a path that is no regular file is, in words."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "a broken symbolic link" if path.is_symlink() else "not readable"
+    kinds = {
+        stat.S_ISFIFO: "a FIFO (named pipe)",
+        stat.S_ISSOCK: "a socket",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+    }
+    return next((name for test, name in kinds.items() if test(mode)), "not a regular file")
 
 
 def _check_readable(path: Path) -> None:
@@ -115,7 +143,7 @@ def ingest(
         raise InputError(msg)
     options = options or IngestOptions()
     options.check()
-    files = _expand(paths)
+    files, skipped = _expand(paths)
     for path, explicit in files:
         if explicit:
             _check_readable(path)
@@ -123,9 +151,20 @@ def ingest(
             if fmt == "auto" and _detect(Source(path), fmt)[0] is None:
                 msg = f"{path}: unrecognised format (name one with --format)"
                 raise InputError(msg)
-    ds = Dataset(dataset, create=True)
-    ds.sweep()
-    return [_ingest_one(ds, Source(p), fmt, options, progress or _noop) for p, _ in files]
+    try:
+        ds = Dataset(dataset, create=True)
+        ds.sweep()
+        cap = options.max_line_bytes
+        results = [
+            _ingest_one(ds, Source(p, cap=LineCap(cap)), fmt, options, progress or _noop)
+            for p, _ in files
+        ]
+    except OSError as exc:  # disk full, read-only: what to do, not a traceback
+        error = write_error(Path(dataset), exc)
+        if error is None:
+            raise
+        raise error from exc
+    return results + skipped
 
 
 def _ingest_one(
@@ -135,15 +174,23 @@ def _ingest_one(
     options: IngestOptions,
     progress: Callable[[int], None],
 ) -> IngestResult:
+    try:
+        source.source_id  # noqa: B018 - hashing reads the whole file
+    except OSError as exc:
+        return _unreadable(ds, source, exc)
     if ds.has_source(source.source_id):
         progress(source.size)
         return IngestResult(source.path, source.source_id, None, "already ingested")
     entry: dict[str, Any] = {
         "path": str(source.path.resolve()),
         "content_hash": f"sha256:{source.content_hash}",
+        "head_hash": f"sha256:{source.prefix_hash(HEAD_HASH_BYTES)}",
         "bytes": source.size,
         "compression": source.compression,
     }
+    extends = ds.extended_by(source.size, source.prefix_hash)
+    if extends:  # a file that grew: read whole again, its old rows go in the same commit
+        entry["supersedes"] = extends
     writer = ds.writer(source.source_id)
     try:
         status = _read(writer, source, fmt, options, progress, entry)
@@ -151,6 +198,9 @@ def _ingest_one(
         writer.discard()
         raise
     except (Exception, pl.exceptions.PanicException) as exc:
+        if isinstance(exc, OSError) and write_error(ds.root, exc):
+            writer.discard()  # disk full etc.: nothing of this source stays in .staging
+            raise
         # A reader bug, or a shape of input no reader foresaw: this file's rows are dropped,
         # the file is listed with the error in quarantine, and the other files go on.
         writer.discard()
@@ -196,7 +246,23 @@ def _read(
     entry |= family.ingest(source, writer, found, options, progress)
     for error in source.errors:
         _quarantine_file(writer, error, "")
+    if source.cap.rejected:
+        writer.write("quarantine", pl.DataFrame(source.cap.rejected))
     return "ingested"
+
+
+def _unreadable(ds: Dataset, source: Source, exc: OSError) -> IngestResult:
+    """A file in a directory that cannot be read: listed, with its error in quarantine; the
+    next ingest tries it again (status `unreadable`, traceq/dataset.py RETRY)."""
+    resolved = str(source.path.resolve())
+    source_id = hashlib.sha256(f"unreadable:{resolved}".encode()).hexdigest()[:16]
+    detail = f"cannot read: {exc.strerror or exc}"
+    writer = ds.writer(source_id)
+    _quarantine_file(writer, detail, "")
+    entry = {"path": resolved, "content_hash": None, "format": None, "status": "unreadable"}
+    if not writer.commit(entry):
+        raise DatasetError(f"{ds.root}: could not list unreadable {source.path}")
+    return IngestResult(source.path, source_id, None, "unreadable", quarantined=1, detail=detail)
 
 
 def _quarantine_file(writer: SourceWriter, reason: str, raw: str) -> None:

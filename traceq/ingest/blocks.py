@@ -1,11 +1,46 @@
-"""Reading a stream in bounded blocks of whole lines, shared by the line-oriented readers."""
+"""Reading a stream in bounded blocks of whole lines, shared by the line-oriented readers.
+
+`LineCap` is the one memory bound of every reader: no line (and no whole JSON document of
+the formats read whole) longer than `max_bytes` is ever held. `Source.open()` attaches the
+cap of the ingest to the stream; what exceeds it is listed in `cap.rejected`, which the
+ingest driver writes to quarantine (traceq/ingest/__init__.py), so nothing passes unnoticed.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
+import numpy as np
 import orjson
+
+from traceq.schema import RAW_LIMIT
+
+MAX_LINE_BYTES = 32 << 20  # default cap (32 MiB): `--max-line-bytes` / IngestOptions changes it
+NEWLINE = 10
+
+
+@dataclass
+class LineCap:
+    """The longest line or document a reader may hold in memory, and the ones that were longer."""
+
+    max_bytes: int = MAX_LINE_BYTES
+    rejected: list[dict[str, str]] = field(default_factory=list)
+
+    def reject(self, location: str, what: str, head: bytes) -> None:
+        """Quarantine one over-long line / document (its head is kept as `raw`)."""
+        reason = (
+            f"{what} longer than {self.max_bytes:,} bytes, not read "
+            "(raise --max-line-bytes to read it)"
+        )
+        raw = head[:RAW_LIMIT].decode("utf-8", "replace")
+        self.rejected.append({"location": location, "reason": reason, "raw": raw})
+
+
+def cap_of(stream: BinaryIO) -> LineCap | None:
+    """The cap `Source.open()` attached to `stream` (None for a stream opened otherwise)."""
+    return getattr(stream, "cap", None)
 
 
 def iter_line_blocks(
@@ -16,23 +51,79 @@ def iter_line_blocks(
 ) -> Iterator[tuple[bytes, int]]:
     """(block of whole lines, 1-based number of its first line), `block_bytes` read at a time.
 
-    With `max_line_bytes`, a line still without its end past that size keeps only its head
-    (the reader quarantines it anyway), so a file without newlines cannot exhaust memory.
+    Lines longer than the stream's cap (or `max_line_bytes`, the smaller) are left out of the
+    blocks and listed in `cap.rejected`; of a line without an end only its head is kept while
+    the rest streams past, so a file without newlines cannot exhaust memory.
     """
+    cap = cap_of(stream) or LineCap(max_bytes=max_line_bytes or 1 << 62)
+    limit = min(cap.max_bytes, max_line_bytes or cap.max_bytes)
     carry = b""
     line_no = 1
+    skipping = False  # inside an over-long line already rejected: drop bytes to its end
     while chunk := stream.read(block_bytes):
         progress(len(chunk))
+        if skipping:
+            end = chunk.find(b"\n")
+            if end < 0:
+                continue
+            chunk, skipping = chunk[end + 1 :], False
+            line_no += 1
         data = carry + chunk if carry else chunk
         cut = data.rfind(b"\n")
-        if cut < 0:
-            carry = data if max_line_bytes is None else data[: max_line_bytes + 1]
-            continue
-        block, carry = data[: cut + 1], data[cut + 1 :]
-        yield block, line_no
-        line_no += block.count(b"\n")
+        block, carry = (b"", data) if cut < 0 else (data[: cut + 1], data[cut + 1 :])
+        for part, first, long in cut_long_lines(block, line_no, limit):
+            if long:
+                cap.reject(f"line {first}", "line", part[:RAW_LIMIT])
+            else:
+                yield part, first
+            line_no += block.count(b"\n")
+        if len(carry) > limit:
+            cap.reject(f"line {line_no}", "line", carry)
+            carry, skipping = b"", True
+    if skipping:
+        line_no += 1
     if carry.strip():
         yield carry, line_no
+
+
+def cut_long_lines(block: bytes, first: int, limit: int) -> Iterator[tuple[bytes, int, bool]]:
+    """(part, number of its first line, is one line longer than `limit`) that make up
+    `block` (whole lines), in order; a vectorised scan, only when the block is that long."""
+    if len(block) <= limit + 1:
+        if block:
+            yield block, first, False
+        return
+    ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == NEWLINE)
+    if not len(ends) or ends[-1] != len(block) - 1:
+        ends = np.append(ends, len(block))
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    begin, begin_line = 0, first
+    for i in np.flatnonzero(ends - starts > limit).tolist():
+        start, end = int(starts[i]), int(ends[i])
+        if start > begin:
+            yield block[begin:start], begin_line, False
+        yield block[start:end], first + i, True
+        begin, begin_line = end + 1, first + i + 1
+    if begin < len(block):
+        yield block[begin:], begin_line, False
+
+
+def read_whole(stream: BinaryIO, progress: Callable[[int], None]) -> bytes | None:
+    """The whole stream, for formats parsed as one document; None (rejected) past the cap."""
+    cap = cap_of(stream)
+    if cap is None:
+        data = stream.read()
+        progress(len(data))
+        return data
+    data = stream.read(cap.max_bytes + 1)
+    progress(len(data))
+    if len(data) <= cap.max_bytes:
+        return data
+    cap.reject("file", "document", data)
+    del data
+    while chunk := stream.read(1 << 24):  # stream the rest past, for the progress bar
+        progress(len(chunk))
+    return None
 
 
 def is_json(text: bytes) -> bool:

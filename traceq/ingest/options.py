@@ -5,6 +5,7 @@ from __future__ import annotations
 import zoneinfo
 from dataclasses import dataclass, field
 
+from traceq.ingest.blocks import MAX_LINE_BYTES
 from traceq.ingest.otel.spans import SpanConventions
 from traceq.ingest.source import InputError
 
@@ -25,6 +26,9 @@ class IngestOptions:
     """Sampling interval in seconds for samples without a clock."""
     columns: tuple[str, ...] | None = None
     """Field list of a headerless nvidia-smi CSV (the `--query-gpu` value), in order."""
+    max_line_bytes: int = MAX_LINE_BYTES
+    """Longest line (or JSON document, for formats read whole) a reader holds in memory;
+    longer ones are quarantined unread (docs/RELIABILITY.md)."""
 
     def check(self) -> None:
         """Raise InputError for an option no reader could use (checked once per ingest)."""
@@ -33,3 +37,6 @@ class IngestOptions:
         except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
             msg = f"unknown time zone {self.tz!r} (--tz)"
             raise InputError(msg) from exc
+        if self.max_line_bytes < 1:
+            msg = f"--max-line-bytes must be positive, got {self.max_line_bytes}"
+            raise InputError(msg)

@@ -13,6 +13,8 @@ from typing import BinaryIO
 
 import zstandard
 
+from traceq.ingest.blocks import LineCap
+
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 HEAD_BYTES = 64 * 1024
@@ -63,6 +65,8 @@ class _Guarded(io.RawIOBase):
 class Source:
     path: Path
     errors: list[str] = field(default_factory=list)
+    cap: LineCap = field(default_factory=LineCap)
+    """The longest line / document readers may hold; the over-long ones are listed in it."""
 
     @cached_property
     def size(self) -> int:
@@ -75,6 +79,15 @@ class Source:
         with open(self.path, "rb") as fh:
             while chunk := fh.read(1 << 22):
                 digest.update(chunk)
+        return digest.hexdigest()
+
+    def prefix_hash(self, n: int) -> str:
+        """sha256 of the file's first `n` bytes as stored (recognises a file that grew)."""
+        digest = hashlib.sha256()
+        with open(self.path, "rb") as fh:
+            while n > 0 and (chunk := fh.read(min(n, 1 << 22))):
+                digest.update(chunk)
+                n -= len(chunk)
         return digest.hexdigest()
 
     @property
@@ -102,10 +115,13 @@ class Source:
     def open(self) -> BinaryIO:
         """The decompressed content as a buffered binary stream (with `peek`).
 
-        Damage in compressed data ends the stream early and is recorded in `errors`.
+        Damage in compressed data ends the stream early and is recorded in `errors`. The
+        stream carries `cap` (traceq/ingest/blocks.py), which bounds what a reader holds.
         """
         if self.compression is None:
-            return self._open_raw()
+            raw = self._open_raw()
+            raw.cap = self.cap  # type: ignore[attr-defined]
+            return raw
         guarded = _Guarded(self._open_raw())
         stream = io.BufferedReader(guarded, buffer_size=1 << 20)
         original_close = stream.close
@@ -116,6 +132,7 @@ class Source:
             original_close()
 
         stream.close = close  # type: ignore[method-assign]
+        stream.cap = self.cap  # type: ignore[attr-defined]
         return stream  # type: ignore[return-value]
 
     @cached_property

@@ -19,6 +19,7 @@ import orjson
 import polars as pl
 
 from traceq.dataset import SourceWriter
+from traceq.ingest.blocks import read_whole
 from traceq.ingest.gpu import long
 from traceq.ingest.gpu.common import clock_for
 from traceq.ingest.gpu.dcgm import LABELS
@@ -242,8 +243,7 @@ def ingest(
     source: Source, writer: SourceWriter, options: IngestOptions, progress: Callable[[int], None]
 ) -> dict[str, Any]:
     with source.open() as stream:
-        data = stream.read()
-    progress(len(data))
+        data = read_whole(stream, progress) or b""  # None: over the cap, quarantined
     reader = JsonReader(writer)
     for n, doc in enumerate(_documents(data)):
         reader.document(n, doc)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from traceq.dataset import SourceWriter
+from traceq.ingest.blocks import read_whole
 from traceq.ingest.loadtest import aiperf, genai_perf, guidellm, inference_perf, llmperf, vllm_bench
 from traceq.ingest.loadtest.common import Run, write_client
 from traceq.ingest.source import Source
@@ -92,10 +93,13 @@ def ingest(
                 _flush_quarantine(writer, run)
             run.records = {"requests": n}
         else:
-            # Per-run JSON documents (a few MB): parsed whole.
-            data = stream.read()
-            progress(len(data))
-            run = _READERS[fmt](data, options, source)
+            # Per-run JSON documents (a few MB): parsed whole, up to the line cap.
+            data = read_whole(stream, progress)
+            run = (
+                Run(clock_domain="unix_ns")
+                if data is None
+                else _READERS[fmt](data, options, source)
+            )
     for frame in run.client:
         write_client(writer, frame)
     if run.metrics:

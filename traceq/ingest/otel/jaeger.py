@@ -14,6 +14,7 @@ from typing import BinaryIO
 import orjson
 import polars as pl
 
+from traceq.ingest.blocks import read_whole
 from traceq.ingest.otel.spans import SPAN_FRAME
 from traceq.schema import RAW_LIMIT
 
@@ -70,8 +71,9 @@ def _tag(tags: str, key: str) -> pl.Expr:
 def iter_span_frames(
     stream: BinaryIO, quarantine: list[dict], progress: Callable[[int], None]
 ) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]:
-    data = stream.read()
-    progress(len(data))
+    data = read_whole(stream, progress)
+    if data is None:  # longer than the line cap: quarantined by the driver
+        return
     try:
         doc = orjson.loads(data)
         traces = doc["data"]

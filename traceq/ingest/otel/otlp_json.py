@@ -15,8 +15,9 @@ from typing import BinaryIO
 import orjson
 import polars as pl
 
-from traceq.ingest.blocks import is_json, iter_line_blocks
+from traceq.ingest.blocks import cap_of, cut_long_lines, is_json, iter_line_blocks
 from traceq.ingest.otel.spans import KEY_VALUES, SPAN_FRAME, normalise_id
+from traceq.ingest.otel.split import SPLIT_BYTES, split_line
 from traceq.schema import RAW_LIMIT
 
 BLOCK_BYTES = 32 << 20
@@ -166,6 +167,11 @@ def _read_block(block: bytes, first_line: int, quarantine: Quarantine) -> pl.Dat
         try:
             parsed = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
+            pieces = split_line(line, number, quarantine)  # invalid UTF-8: keep the good spans
+            if pieces is not None:
+                good += pieces
+                numbers += [number] * len(pieces)
+                continue
             reason = "truncated JSON line" if _is_prefix_of_json(line) else f"not JSON: {exc}"
             quarantine.append(_bad_line(number, reason, line))
             continue
@@ -233,17 +239,21 @@ def iter_span_frames(
     document and parsed whole, up to DOCUMENT_LIMIT; if that fails it is read as lines.
     """
     blocks = iter_line_blocks(stream, progress, BLOCK_BYTES)
+    cap = cap_of(stream)
+    document_limit = min(DOCUMENT_LIMIT, cap.max_bytes) if cap else DOCUMENT_LIMIT
     first = next(blocks, None)
     if first is None:
         return
     held = [first]
     text = first[0]
-    if text.lstrip()[:1] in (b"{", b"[") and not is_json(text.split(b"\n", 1)[0]):
+    head = text[: text.find(b"\n") if b"\n" in text else len(text)]
+    # A pretty-printed document starts with a short line; a long one is a line of its own.
+    if text.lstrip()[:1] in (b"{", b"[") and len(head) <= SPLIT_BYTES and not is_json(head):
         size = len(text)
         for block in blocks:
             held.append(block)
             size += len(block[0])
-            if size > DOCUMENT_LIMIT:
+            if size > document_limit:
                 break
         else:
             lines = read_document(b"".join(b for b, _ in held))
@@ -251,4 +261,20 @@ def iter_span_frames(
                 yield documents_to_spans(_read_block(b"\n".join(lines) + b"\n", 1, quarantine))
                 return
     for block, first_line in itertools.chain(held, blocks):
-        yield documents_to_spans(_read_block(block, first_line, quarantine))
+        for part, first, big in cut_long_lines(block, first_line, SPLIT_BYTES):
+            docs = _read_big_line(part, first, quarantine) if big else None
+            yield documents_to_spans(_read_block(part, first, quarantine) if docs is None else docs)
+
+
+def _read_big_line(line: bytes, number: int, quarantine: Quarantine) -> pl.DataFrame:
+    """One line longer than SPLIT_BYTES, read as small pieces (traceq/ingest/otel/split.py)."""
+    pieces = split_line(line, number, quarantine)
+    if pieces is None:
+        reason = "truncated JSON line" if _is_prefix_of_json(line) else "not an OTLP/JSON object"
+        quarantine.append(_bad_line(number, reason, line))
+        pieces = []
+    try:
+        return _parse_lines(pieces, [number] * len(pieces))
+    except Exception:
+        keep = [p for p in pieces if _fits_schema(p, number, quarantine)]
+        return _parse_lines(keep, [number] * len(keep))

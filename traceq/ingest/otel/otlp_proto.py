@@ -20,6 +20,7 @@ import zstandard
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from traceq.ingest.blocks import cap_of, read_whole
 from traceq.ingest.otel.otlp_json import BLOCK_BYTES, Quarantine, _read_block, documents_to_spans
 from traceq.ingest.otel.proto_shape import as_document
 from traceq.ingest.source import ZSTD_MAGIC
@@ -43,6 +44,13 @@ def _frames(stream: BinaryIO, quarantine: Quarantine) -> Iterator[tuple[int, byt
             quarantine.append(_bad(offset, "truncated length prefix", header))
             return
         (length,) = struct.unpack(">I", header)
+        cap = cap_of(stream)
+        if cap is not None and length > cap.max_bytes:
+            cap.reject(f"offset {offset}", f"message of {length:,} bytes", b"")
+            if not _skip(stream, length):
+                return
+            offset += 4 + length
+            continue
         payload = stream.read(length)
         if len(payload) < length:
             quarantine.append(
@@ -51,6 +59,16 @@ def _frames(stream: BinaryIO, quarantine: Quarantine) -> Iterator[tuple[int, byt
             return
         yield offset, payload
         offset += 4 + length
+
+
+def _skip(stream: BinaryIO, length: int) -> bool:
+    """Read `length` bytes past without holding them; False at an early end."""
+    while length > 0:
+        got = len(stream.read(min(length, 1 << 24)))
+        if not got:
+            return False
+        length -= got
+    return True
 
 
 def _bad(offset: int, reason: str, raw: bytes) -> dict:
@@ -74,7 +92,8 @@ def iter_span_frames(
     if looks_framed(head):
         messages: Iterator[tuple[int, bytes]] = _frames(stream, quarantine)
     else:
-        messages = iter([(0, stream.read())])
+        whole = read_whole(stream, lambda _: None)
+        messages = iter([] if whole is None else [(0, whole)])
     lines: list[bytes] = []
     numbers: list[int] = []
     size = 0

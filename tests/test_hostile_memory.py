@@ -1,0 +1,79 @@
+"""Issue 10 §1: a few megabytes must not take the machine. Each probe runs `traceq ingest` in
+a fresh process on a hostile file generated on the fly (scaled down from bench/hostile.py so
+the suite stays fast) and bounds its peak RSS; on the code before the line cap each of these
+went far past the bound (issue 10: 20 GB, 9 GB, 4.2 GB, 2.2 GB at full size)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import traceq
+from tests.hostile_factory import (
+    OTLP_HEAD,
+    SMI_HEADER,
+    gzip_bomb,
+    long_otlp_line,
+    run_measured,
+    wide_span,
+)
+
+# An import of traceq with polars and DuckDB takes about 150 MiB; the probes below read a file
+# of 150-200 MB decompressed. Without a bound they need at least twice their size.
+PEAK_MIB = 450
+
+
+def _quarantine(ds: Path) -> list[tuple[str, str]]:
+    return traceq.open(ds).sql("SELECT location, reason FROM quarantine ORDER BY 1").fetchall()
+
+
+def test_gzip_bomb_smi_csv(tmp_path: Path) -> None:
+    bomb = gzip_bomb(tmp_path / "smi.csv.gz", SMI_HEADER, 200 << 20)  # 200 KB on disk
+    code, out, peak = run_measured("ingest", bomb, "-o", tmp_path / "ds")
+    assert code == 0, out
+    assert peak < PEAK_MIB, f"peak RSS {peak:.0f} MiB"
+    [(location, reason)] = _quarantine(tmp_path / "ds")
+    assert location == "line 2"
+    assert "longer than 33,554,432 bytes" in reason and "--max-line-bytes" in reason
+
+
+def test_gzip_bomb_otlp_json(tmp_path: Path) -> None:
+    bomb = gzip_bomb(tmp_path / "spans.json.gz", OTLP_HEAD, 200 << 20)
+    code, out, peak = run_measured("ingest", bomb, "-o", tmp_path / "ds")
+    assert code == 0, out
+    assert peak < PEAK_MIB, f"peak RSS {peak:.0f} MiB"
+    assert [loc for loc, _ in _quarantine(tmp_path / "ds")] == ["line 1"]
+
+
+def test_span_with_200k_attributes(tmp_path: Path) -> None:
+    src = wide_span(tmp_path / "wide.json", 200_000)  # 11 MB; polars alone needed 1 GB
+    code, out, peak = run_measured("ingest", src, "-o", tmp_path / "ds")
+    assert code == 0, out
+    assert peak < PEAK_MIB, f"peak RSS {peak:.0f} MiB"
+    con = traceq.open(tmp_path / "ds")
+    assert con.sql("SELECT count(*) FROM spans").fetchall()[0] == (2,)  # the wide span lands
+    [(location, reason)] = _quarantine(tmp_path / "ds")
+    assert location == "line 1"
+    assert reason == "span has 200,000 attributes; the first 4,096 kept"
+
+
+def test_single_150_mb_otlp_line(tmp_path: Path) -> None:
+    src = long_otlp_line(tmp_path / "long.json", 150 << 20, value_bytes=8_000)
+    code, out, peak = run_measured("ingest", src, "-o", tmp_path / "ds")
+    assert code == 0, out
+    assert peak < PEAK_MIB, f"peak RSS {peak:.0f} MiB"
+    assert [loc for loc, _ in _quarantine(tmp_path / "ds")] == ["line 1"]
+    con = traceq.open(tmp_path / "ds")
+    assert con.sql("SELECT count(*) FROM requests").fetchall()[0] == (1,)  # line 2 still lands
+
+
+def test_raising_the_cap_reads_the_line(tmp_path: Path) -> None:
+    """The cap is an option: a 3 MB line over a 1 MB cap is quarantined, with 4 MB it is read
+    (in pieces, bounded: traceq/ingest/otel/split.py)."""
+    src = long_otlp_line(tmp_path / "long.json", 3 << 20)
+    code, out, _ = run_measured("ingest", src, "-o", tmp_path / "a", "--max-line-bytes", 1 << 20)
+    assert code == 0, out
+    assert traceq.open(tmp_path / "a").sql("SELECT count(*) FROM requests").fetchall()[0] == (1,)
+    code, out, _ = run_measured("ingest", src, "-o", tmp_path / "b", "--max-line-bytes", 4 << 20)
+    assert code == 0, out
+    spans = traceq.open(tmp_path / "b").sql("SELECT count(*) FROM spans").fetchall()[0][0]
+    assert spans > 10_000 and _quarantine(tmp_path / "b") == []

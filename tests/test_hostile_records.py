@@ -1,0 +1,26 @@
+"""Issue 10 §1: damage in one record of an OTLP line costs that record, not the line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import traceq
+from tests.otel_factory import MS, T0, RequestSpec, make_spans, otlp_json_lines
+
+
+def test_invalid_utf8_quarantines_one_span_of_the_line(tmp_path: Path) -> None:
+    specs = [
+        RequestSpec(f"r{i}", arrival=T0 + i * MS, attributes={"gen_ai.request.id": f"req-{i}"})
+        for i in range(3)
+    ]
+    line = otlp_json_lines(make_spans(specs), per_line=3).encode()
+    assert line.count(b"\n") == 1
+    src = tmp_path / "spans.jsonl"
+    src.write_bytes(line.replace(b"req-1", b"req-\xff1"))  # a latin-1 byte in one span
+    traceq.ingest([src], tmp_path / "ds")
+    con = traceq.open(tmp_path / "ds")
+    ids = [r for (r,) in con.sql("SELECT request_id FROM requests ORDER BY 1").fetchall()]
+    assert ids == ["req-0", "req-2"]
+    [(location, reason, raw)] = con.sql("SELECT location, reason, raw FROM quarantine").fetchall()
+    assert (location, reason) == ("line 1", "span with invalid UTF-8 (its line's other spans kept)")
+    assert "req-\ufffd1" in raw

@@ -48,6 +48,7 @@ class IngestResult:
     status: str  # ingested | already ingested | unrecognised | failed
     rows: dict[str, int] = field(default_factory=dict)
     quarantined: int = 0
+    conventions: dict[str, int] = field(default_factory=dict)  # OTel producer conventions
 
 
 def _expand(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, bool]]:
@@ -170,6 +171,7 @@ def _ingest_one(
         status if committed else "already ingested",
         {t: n for t, n in writer.rows.items() if t in _PUBLIC and n},
         writer.rows.get("quarantine", 0),
+        entry.get("conventions", {}),
     )
 
 

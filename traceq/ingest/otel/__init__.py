@@ -17,7 +17,7 @@ import polars as pl
 
 from traceq.dataset import SourceWriter
 from traceq.ingest.otel import jaeger, otlp_json, otlp_proto
-from traceq.ingest.otel.spans import split_spans
+from traceq.ingest.otel.spans import conventions_seen, split_spans
 from traceq.ingest.source import Source
 from traceq.sql import load
 
@@ -71,11 +71,14 @@ def ingest(
     quarantine: list[dict] = []
     schemas: dict[str, pl.Schema] = {}
     n_spans = 0
+    seen: dict[str, int] = {}
     with source.open() as stream:
         for frame, no_key in _READERS[fmt](stream, quarantine, progress):
             frame = frame.with_columns(_span=pl.int_range(pl.len(), dtype=pl.Int64) + n_spans)
             n_spans += frame.height
             parts = split_spans(frame, options.conventions)
+            for key, n in conventions_seen(parts["spans"], parts["tokens"]).items():
+                seen[key] = seen.get(key, 0) + n
             for stage, part in zip(_STAGES, ("spans", "tokens", "events"), strict=True):
                 writer.write(stage, parts[part])
                 schemas[stage] = parts[part].schema
@@ -91,7 +94,7 @@ def ingest(
         writer.write("quarantine", pl.DataFrame(quarantine))
     if schemas:
         _finalize(writer, schemas)
-    return {"clock_domain": "unix_ns", "records": {"spans": n_spans}}
+    return {"clock_domain": "unix_ns", "records": {"spans": n_spans}, "conventions": seen}
 
 
 def _finalize(writer: SourceWriter, schemas: dict[str, pl.Schema]) -> None:

@@ -163,7 +163,8 @@ VLLM_EVENTS = VllmRequest(
 def test_vllm_token_events_and_engine_core_events(tmp_path, encoder):
     with provider({"service.name": "vllm"}) as (tracer, spans):
         vllm_token_event_span(tracer, VLLM_EVENTS)
-    con, _ = _ingest(spans, tmp_path, encoder)
+    con, results = _ingest(spans, tmp_path, encoder)
+    assert results[0].conventions == {"vllm": 1, "vllm-token-events": 1}
     assert _tokens(con, "cmpl-tok-0") == [
         (s.generated, len(s.ids), s.scheduled, s.batch, s.waiting, s.total, "epoch") for s in STEPS
     ]
@@ -215,7 +216,7 @@ def test_per_token_arrays_in_every_encoding(tmp_path, encoder):
             vllm_array_span(tracer, VllmRequest(enc, B, B + 60 * MS, STEPS_100US), enc)
         vllm_token_event_span(tracer, VllmRequest("events", B, B + 60 * MS, STEPS_100US))
     con, results = _ingest(spans, tmp_path, encoder)
-    assert results[0].conventions["token_arrays"] == 4
+    assert results[0].conventions["token-arrays"] == 4
     events = _tokens(con, "events")
     gen = [s.generated for s in STEPS_100US]
     sched = [s.scheduled for s in STEPS_100US]
@@ -336,7 +337,7 @@ def test_tensorrt_llm_kv_transfer_phase(tmp_path, encoder):
         span.end(end_time=arrival + e2e + MS)
         router.end(end_time=arrival + e2e + 2 * MS)
     con, results = _ingest(spans, tmp_path, encoder)
-    assert results[0].conventions["disaggregated_kv_transfer"] == 1
+    assert results[0].conventions["tensorrt-llm"] == 1
     p = _phases(con, "trt-7")
     want = {
         "tokenize_ns": kv_start - arrival,  # before the transfer: no stamp, called tokenize
@@ -391,7 +392,7 @@ def test_vllm_startup_spans_become_startup_events(tmp_path):
         for name, _, end, _ in reversed(plan):
             open_spans[name].end(end_time=t + end)
     con, results = _ingest(spans, tmp_path, "json")
-    assert results[0].conventions["vllm_startup"] == 5
+    assert results[0].conventions["vllm-startup"] == 5
     rows = con.sql("SELECT kind, ts, message, value FROM events ORDER BY ts").fetchall()
     assert [r[:3] for r in rows] == [
         ("startup_weights_load_s", t + 29 * NS + 7, "Load weights"),
@@ -445,7 +446,7 @@ def test_vllm_omni_stages_are_phased_and_the_root_gives_e2e(tmp_path):
             stage.end(end_time=t + start + e2e)
         root.end(end_time=t + 145 * MS)
     con, results = _ingest(spans, tmp_path, "json")
-    assert results[0].conventions["vllm_omni"] == 1
+    assert results[0].conventions["vllm-omni"] == 1
     rows = con.sql(
         "SELECT request_id, t_arrival - ?, e2e_ns, prefill_ns FROM request_phases "
         "ORDER BY request_id",

@@ -18,6 +18,7 @@ import polars as pl
 from traceq import db
 from traceq.dataset import DatasetError
 from traceq.ingest import IngestOptions, IngestResult, InputError, formats, ingest
+from traceq.ingest.otel import PRODUCERS
 from traceq.ingest.otel.spans import SpanConventions
 from traceq.render import render_frame
 
@@ -140,6 +141,9 @@ def _print_results(results: list[IngestResult]) -> None:
             click.echo(f"{r.path}: not a format traceq reads; listed in quarantine")
         else:
             click.echo(f"{r.path}: {r.format}: {rows}; {r.quarantined:,} quarantined")
+            if r.conventions:
+                seen = ", ".join(f"{k} ({n:,})" for k, n in r.conventions.items())
+                click.echo(f"  conventions matched: {seen}")
     totals: dict[str, int] = {}
     for r in results:
         for t, n in r.rows.items():
@@ -186,6 +190,9 @@ def formats_cmd() -> None:
     """List the input formats `traceq ingest --format` accepts."""
     for name, doc in formats().items():
         click.echo(f"{name:16} {doc}")
+    click.echo("\nOpenTelemetry producer conventions (any of the OTel formats above):")
+    for name, doc in PRODUCERS.items():
+        click.echo(f"  {name:20} {doc}")
 
 
 @cli.command("demo")

@@ -243,23 +243,29 @@ def _startup_events(spans: pl.DataFrame, lifted: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def conventions_seen(staged: pl.DataFrame, tokens: pl.DataFrame) -> dict[str, int]:
-    """Which producer conventions a block of spans matched (request / span counts)."""
+def conventions_seen(parts: dict[str, pl.DataFrame]) -> dict[str, int]:
+    """Which producer conventions (`PRODUCERS` in traceq/ingest/otel/__init__.py) a block of
+    spans matched, with how many request spans (start-up: spans) matched each."""
+    staged, tokens, events = parts["spans"], parts["tokens"], parts["events"]
     name = pl.col("name")
     n = staged.select(
-        vllm_llm_request=(name == "llm_request").sum(),
+        vllm=(name == "llm_request").sum(),
         sglang=(pl.col("a_rid").is_not_null() & pl.col("is_request")).sum(),
         vllm_omni=(name == "omni_request").sum(),
         vllm_startup=pl.col("a_code_function").is_not_null().sum(),
-        vllm_child_spans=name.is_in(["vllm.request.queue", "vllm_queue"]).sum(),
-        disaggregated_kv_transfer=(
-            pl.col("a_kv_transfer_s").is_not_null() | (pl.col("role") == "kv_transfer")
-        ).sum(),
     ).row(0, named=True)
-    bases = tokens.group_by("_span").agg(pl.col("time_base").first())["time_base"]
-    n["token_events"] = int((bases == "epoch").sum())
-    n["token_arrays"] = int(bases.is_in(["span_start", "first_scheduled"]).sum())
-    return {k: int(v) for k, v in n.items() if v}
+    kv = events.filter(pl.col("kind").str.starts_with("otel:kv_cache_transfer"))["_span"]
+    n["tensorrt_llm"] = staged.filter(
+        pl.col("_span").is_in(kv.implode()) | pl.col("a_kv_transfer_s").is_not_null()
+    ).height
+    first = tokens.group_by("_span").agg(
+        pl.col("time_base").first(), stepped=pl.col("t_scheduled").is_not_null().any()
+    )
+    epoch = first["time_base"] == "epoch"
+    n["vllm_token_events"] = int((epoch & first["stepped"]).sum())
+    n["gen_ai_token_events"] = int((epoch & ~first["stepped"]).sum())
+    n["token_arrays"] = int((~epoch).sum())
+    return {k.replace("_", "-"): int(v) for k, v in n.items() if v}
 
 
 def split_spans(spans: pl.DataFrame, conv: SpanConventions) -> dict[str, pl.DataFrame]:

@@ -219,24 +219,38 @@ def demo_cmd(dataset: str | None) -> None:
 @click.option("--seed", type=int, default=1, show_default=True, help="Random seed.")
 @click.option("--requests", type=int, help="Number of requests (default: the scenario's).")
 @click.option("--duration", type=float, help="Arrival span in seconds (rescales the rate).")
+@click.option("--convention", default="traceq", show_default=True,
+              help="OTel producer convention of the traces (`traceq synth list`).")  # fmt: skip
 def synth_cmd(
-    scenario: str, out_dir: str, seed: int, requests: int | None, duration: float | None
+    scenario: str,
+    out_dir: str,
+    seed: int,
+    requests: int | None,
+    duration: float | None,
+    convention: str,
 ) -> None:
     """Simulate SCENARIO and write its traces, log, GPU samples and labels.json to -o.
 
     `traceq synth list` shows the scenarios. The same seed writes identical bytes.
     """
-    from traceq.synth import SCENARIOS, generate
+    from traceq.synth import CONVENTIONS, SCENARIOS, generate
 
     if scenario == "list":
         for name, sc in SCENARIOS.items():
             click.echo(f"{name:22} {sc.description}")
+        click.echo("\nconventions (--convention):")
+        for name, doc in CONVENTIONS.items():
+            click.echo(f"  {name:20} {doc}")
         return
+    if convention not in CONVENTIONS:
+        raise Failure(f"unknown convention {convention!r}; run `traceq synth list`")
     if scenario not in SCENARIOS:
         raise Failure(f"unknown scenario {scenario!r}; run `traceq synth list`")
     if (requests is not None and requests < 1) or (duration is not None and duration <= 0):
         raise click.UsageError("--requests and --duration must be positive")
-    labels = generate(scenario, out_dir, seed=seed, requests=requests, duration_s=duration)
+    labels = generate(
+        scenario, out_dir, seed=seed, requests=requests, duration_s=duration, convention=convention
+    )
     t = labels["truth"]
     click.echo(
         f"{scenario}: {t['requests']:,} requests, {t['output_tokens']:,} output tokens, "

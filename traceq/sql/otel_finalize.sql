@@ -168,6 +168,8 @@ SELECT
         s.tok_last,
         c.step_last,
         c.decode_end,
+        -- SGLang, a single output token: no decode slices, the prefill produced it
+        CASE WHEN s.a_rid IS NOT NULL THEN c.prefill_end END,
         s.t_start + _sec_ns(s.a_e2e_s),
         t_first_token + _sec_ns(s.a_decode_s),
         s.t_end
@@ -198,7 +200,7 @@ SELECT
     coalesce(
         _int(coalesce(s.a_completion_tokens, s.a_output_tokens)),
         s.tok_count,
-        CASE WHEN c.decode_steps > 0 THEN c.decode_steps + 1 END
+        CASE WHEN s.a_rid IS NOT NULL AND c.prefill_end IS NOT NULL THEN c.decode_steps + 1 END
     ) AS output_tokens,
     _int(coalesce(s.a_cached_tokens, s.a_cache_read_tokens, s.a_step_cached_tokens))
         AS cached_tokens,

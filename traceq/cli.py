@@ -18,6 +18,7 @@ from traceq.cliutil import Failure
 from traceq.dataset import DatasetError
 from traceq.ingest import IngestOptions, IngestResult, InputError, formats, ingest
 from traceq.ingest.blocks import MAX_LINE_BYTES
+from traceq.ingest.otel import PRODUCERS
 from traceq.ingest.otel.spans import SpanConventions
 
 PROGRESS_MIN_BYTES = 16 << 20  # show a progress bar for inputs at least this large
@@ -138,6 +139,9 @@ def _print_results(results: list[IngestResult]) -> None:
             click.echo(f"{r.path}: not a format traceq reads; listed in quarantine")
         else:
             click.echo(f"{r.path}: {r.format}: {rows}; {r.quarantined:,} quarantined")
+            if r.conventions:
+                seen = ", ".join(f"{k} ({n:,})" for k, n in r.conventions.items())
+                click.echo(f"  conventions matched: {seen}")
     totals: dict[str, int] = {}
     for r in results:
         for t, n in r.rows.items():
@@ -152,6 +156,9 @@ def formats_cmd() -> None:
     """List the input formats `traceq ingest --format` accepts."""
     for name, doc in formats().items():
         click.echo(f"{name:16} {doc}")
+    click.echo("\nOpenTelemetry producer conventions (any of the OTel formats above):")
+    for name, doc in PRODUCERS.items():
+        click.echo(f"  {name:20} {doc}")
 
 
 @cli.command("demo")
@@ -178,24 +185,38 @@ def demo_cmd(dataset: str | None) -> None:
 @click.option("--seed", type=int, default=1, show_default=True, help="Random seed.")
 @click.option("--requests", type=int, help="Number of requests (default: the scenario's).")
 @click.option("--duration", type=float, help="Arrival span in seconds (rescales the rate).")
+@click.option("--convention", default="traceq", show_default=True,
+              help="OTel producer convention of the traces (`traceq synth list`).")  # fmt: skip
 def synth_cmd(
-    scenario: str, out_dir: str, seed: int, requests: int | None, duration: float | None
+    scenario: str,
+    out_dir: str,
+    seed: int,
+    requests: int | None,
+    duration: float | None,
+    convention: str,
 ) -> None:
     """Simulate SCENARIO and write its traces, log, GPU samples and labels.json to -o.
 
     `traceq synth list` shows the scenarios. The same seed writes identical bytes.
     """
-    from traceq.synth import SCENARIOS, generate
+    from traceq.synth import CONVENTIONS, SCENARIOS, generate
 
     if scenario == "list":
         for name, sc in SCENARIOS.items():
             click.echo(f"{name:22} {sc.description}")
+        click.echo("\nconventions (--convention):")
+        for name, doc in CONVENTIONS.items():
+            click.echo(f"  {name:20} {doc}")
         return
+    if convention not in CONVENTIONS:
+        raise Failure(f"unknown convention {convention!r}; run `traceq synth list`")
     if scenario not in SCENARIOS:
         raise Failure(f"unknown scenario {scenario!r}; run `traceq synth list`")
     if (requests is not None and requests < 1) or (duration is not None and duration <= 0):
         raise click.UsageError("--requests and --duration must be positive")
-    labels = generate(scenario, out_dir, seed=seed, requests=requests, duration_s=duration)
+    labels = generate(
+        scenario, out_dir, seed=seed, requests=requests, duration_s=duration, convention=convention
+    )
     t = labels["truth"]
     click.echo(
         f"{scenario}: {t['requests']:,} requests, {t['output_tokens']:,} output tokens, "

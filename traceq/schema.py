@@ -47,6 +47,14 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("t_scheduled", I64, NS, "Request first scheduled (prefill started)."),
         _c("t_first_token", I64, NS, "First output token produced / received."),
         _c("t_last_token", I64, NS, "Last output token produced / received."),
+        _c(
+            "t_kv_transfer_start",
+            I64,
+            NS,
+            "Disaggregated serving: KV-cache transfer to this server began (TensorRT-LLM "
+            "`kv_cache_transfer_start` event, SGLang `decode_transferred` slice start).",
+        ),
+        _c("t_kv_transfer_end", I64, NS, "Disaggregated serving: KV-cache transfer finished."),
         _c("prompt_tokens", I64, "tokens", "Prompt (input) tokens."),
         _c("output_tokens", I64, "tokens", "Generated (output) tokens."),
         _c("cached_tokens", I64, "tokens", "Prompt tokens served from the prefix cache."),
@@ -70,6 +78,18 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("idx", I64, "", "0-based position of the chunk in its request, by time."),
         _c("ts", I64, NS, "Time the chunk was produced / received."),
         _c("n_tokens", I64, "tokens", "Tokens in the chunk (default 1)."),
+        _c("t_scheduled", I64, NS, "The engine step that produced the chunk was scheduled."),
+        _c("batch_size", I64, "requests", "Requests in that engine step's batch."),
+        _c("waiting", I64, "requests", "Requests waiting in the scheduler at that step."),
+        _c("total_tokens", I64, "tokens", "Engine-wide token count of that step (producer's)."),
+        _c(
+            "time_base",
+            STR,
+            "",
+            "What the producer's stamps were relative to before traceq made them ns since the "
+            "epoch: `epoch` (absolute), `span_start` (offsets from the request span start), "
+            "`first_scheduled` (offsets from the first scheduled time); null for events.",
+        ),
     ),
     "spans": (
         _c("source_id", STR, "", "Content hash of the source file."),

@@ -52,6 +52,7 @@ class IngestResult:
     rows: dict[str, int] = field(default_factory=dict)
     quarantined: int = 0
     detail: str = ""  # why a file was unreadable or skipped
+    conventions: dict[str, int] = field(default_factory=dict)  # OTel producer conventions
 
 
 def _expand(
@@ -220,6 +221,7 @@ def _ingest_one(
         status if committed else "already ingested",
         {t: n for t, n in writer.rows.items() if t in _PUBLIC and n},
         writer.rows.get("quarantine", 0),
+        conventions=entry.get("conventions", {}),
     )
 
 

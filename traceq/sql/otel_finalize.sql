@@ -1,8 +1,9 @@
 -- Second pass of the OpenTelemetry ingest, over one source's staged rows.
 -- Inputs (views the ingester creates over its scratch Parquet): stage_spans, stage_tokens,
 -- stage_events. Outputs: the otel_* views below, each written to the table of that name.
--- Stamp precedence for each request (docs/METRICS.md): token events, then vLLM phase child
--- spans, then gen_ai.latency.* attributes, then the span's own start / end.
+-- Stamp precedence for each request (docs/METRICS.md): token events / arrays, then phase
+-- child spans (vLLM, SGLang), then engine-core events, then gen_ai.latency.* attributes,
+-- then the span's own start / end.
 
 -- Seconds (a double, as vLLM writes gen_ai.latency.*) to integer nanoseconds.
 CREATE OR REPLACE TEMP MACRO _sec_ns(x) AS CAST(round(TRY_CAST(x AS DOUBLE) * 1e9) AS BIGINT);
@@ -28,43 +29,147 @@ WHERE copy_no > 1;
 CREATE OR REPLACE TEMP TABLE _kept AS
 SELECT * EXCLUDE (copy_no, first_line) FROM _ranked WHERE copy_no = 1;
 
-CREATE OR REPLACE TEMP TABLE _req AS
-SELECT _span, trace_id, span_id, coalesce(a_request_id, a_response_id, span_id) AS request_id
-FROM _kept
-WHERE is_request;
+-- Each span's request: the nearest request span among itself and four ancestors (SGLang
+-- nests stage slices under a thread span under the request root: research/otel_producers.md
+-- §3). A request span nested under another request span is a stage of it (vLLM-Omni
+-- `llm_request` stages under `omni_request`).
+CREATE OR REPLACE TEMP TABLE _owner AS
+WITH k AS (SELECT _span, trace_id, span_id, parent_id, is_request FROM _kept)
+SELECT
+    c._span,
+    CASE
+        WHEN c.is_request THEN c._span
+        WHEN p1.is_request THEN p1._span
+        WHEN p2.is_request THEN p2._span
+        WHEN p3.is_request THEN p3._span
+        WHEN p4.is_request THEN p4._span
+    END AS req_span,
+    CASE
+        WHEN NOT c.is_request THEN NULL
+        WHEN p1.is_request THEN p1._span
+        WHEN p2.is_request THEN p2._span
+        WHEN p3.is_request THEN p3._span
+    END AS outer_span
+FROM k AS c
+LEFT JOIN k AS p1 ON p1.trace_id = c.trace_id AND p1.span_id = c.parent_id
+LEFT JOIN k AS p2 ON p2.trace_id = p1.trace_id AND p2.span_id = p1.parent_id
+LEFT JOIN k AS p3 ON p3.trace_id = p2.trace_id AND p3.span_id = p2.parent_id
+LEFT JOIN k AS p4 ON p4.trace_id = p3.trace_id AND p4.span_id = p3.parent_id;
 
--- Intervals given by child spans: tokenize, and vLLM's newer queue / prefill / decode spans.
+CREATE OR REPLACE TEMP TABLE _req AS
+WITH base AS (
+    SELECT
+        k._span,
+        k.trace_id,
+        k.span_id,
+        k.t_start,
+        o.outer_span,
+        coalesce(k.a_request_id, k.a_rid, k.a_response_id, k.span_id) AS own_id
+    FROM _kept AS k
+    JOIN _owner AS o USING (_span)
+    WHERE k.is_request
+)
+SELECT
+    b._span,
+    b.trace_id,
+    b.span_id,
+    -- a stage of a multi-stage request: `<root id>/stage<n>`, n by start time from 0
+    CASE
+        WHEN b.outer_span IS NULL THEN b.own_id
+        ELSE format(
+            '{}/stage{}',
+            o.own_id,
+            row_number() OVER (PARTITION BY b.outer_span ORDER BY b.t_start, b._span) - 1
+        )
+    END AS request_id
+FROM base AS b
+LEFT JOIN base AS o ON o._span = b.outer_span;
+
+-- Intervals given by child spans (nearest request ancestor): tokenize; vLLM's queue /
+-- prefill / decode spans; SGLang's stage slices; KV transfer (disaggregated serving).
 CREATE OR REPLACE TEMP VIEW _children AS
 SELECT
-    trace_id,
-    parent_id AS span_id,
-    max(t_end) FILTER (WHERE role = 'tokenize') AS tokenize_end,
-    min(t_start) FILTER (WHERE role = 'queue') AS queue_start,
-    max(t_end) FILTER (WHERE role = 'queue') AS queue_end,
-    min(t_start) FILTER (WHERE role = 'prefill') AS prefill_start,
-    max(t_end) FILTER (WHERE role = 'prefill') AS prefill_end,
-    min(t_start) FILTER (WHERE role = 'decode') AS decode_start,
-    max(t_end) FILTER (WHERE role = 'decode') AS decode_end,
-    count(*) FILTER (WHERE role IN ('queue', 'prefill', 'decode')) AS phase_spans,
-    count(*) FILTER (WHERE a_preempted = 'true') AS preempted_spans
-FROM _kept
-WHERE role IS NOT NULL AND parent_id IS NOT NULL
+    o.req_span AS _span,
+    max(k.t_end) FILTER (WHERE k.role = 'tokenize') AS tokenize_end,
+    min(k.t_start) FILTER (WHERE k.role = 'queue') AS queue_start,
+    max(k.t_end) FILTER (WHERE k.role = 'queue') AS queue_end,
+    min(k.t_start) FILTER (WHERE k.role = 'decode_queue') AS decode_queue_start,
+    min(k.t_end) FILTER (WHERE k.role = 'decode_queue') AS decode_queue_end,
+    min(k.t_start) FILTER (WHERE k.role = 'prefill') AS prefill_start,
+    -- the first prefill's end is the first token (a retracted request prefills again)
+    min(k.t_end) FILTER (WHERE k.role = 'prefill') AS prefill_end,
+    min(k.t_start) FILTER (WHERE k.role = 'decode') AS decode_start,
+    max(k.t_end) FILTER (WHERE k.role = 'decode') AS decode_end,
+    count(*) FILTER (WHERE k.role = 'decode_step') AS decode_steps,
+    max(k.t_end) FILTER (WHERE k.role = 'decode_step') AS step_last,
+    min(k.t_start) FILTER (WHERE k.role = 'kv_transfer') AS kv_start,
+    max(k.t_end) FILTER (WHERE k.role = 'kv_transfer') AS kv_end,
+    count(*) FILTER (WHERE k.role IN ('queue', 'prefill', 'decode')) AS phase_spans,
+    count(*) FILTER (WHERE k.a_preempted = 'true') AS preempted_spans
+FROM _kept AS k
+JOIN _owner AS o USING (_span)
+WHERE k.role IS NOT NULL AND NOT k.is_request AND o.req_span IS NOT NULL
 GROUP BY ALL;
 
+-- Span events of each request (and of its descendants): engine-core queued / scheduled,
+-- preemptions (vLLM PREEMPTED, SGLang retract), TensorRT-LLM KV-transfer boundaries.
+CREATE OR REPLACE TEMP VIEW _request_events AS
+SELECT
+    o.req_span AS _span,
+    min(e.ts) FILTER (WHERE e.kind = 'queued') AS queued,
+    min(e.ts) FILTER (WHERE e.kind = 'scheduled') AS scheduled,
+    count(*) FILTER (WHERE e.kind = 'preemption') AS preemptions,
+    min(e.ts) FILTER (WHERE e.kind = 'otel:kv_cache_transfer_start') AS kv_start,
+    max(e.ts) FILTER (WHERE e.kind = 'otel:kv_cache_transfer_end') AS kv_end,
+    count(*) FILTER (WHERE e.kind IN ('queued', 'scheduled', 'preemption')) AS engine_events
+FROM stage_events AS e
+JOIN _owner AS o USING (_span)
+WHERE o.req_span IS NOT NULL
+GROUP BY ALL;
+
+-- SGLang per-step timing: the first token at the end of prefill_forward, then one chunk at
+-- the end of each decode_loop slice (research §6.2), scheduled at the slice start.
+CREATE OR REPLACE TEMP VIEW _step_tokens AS
+WITH steps AS (
+    SELECT o.req_span AS _span, k.t_end AS ts, k.t_start AS t_scheduled
+    FROM _kept AS k
+    JOIN _owner AS o USING (_span)
+    WHERE k.role = 'decode_step' AND o.req_span IS NOT NULL
+    UNION ALL
+    SELECT _span, prefill_end, prefill_start FROM _children
+    WHERE decode_steps > 0 AND prefill_end IS NOT NULL
+)
+SELECT
+    _span,
+    ts,
+    t_scheduled,
+    CAST(row_number() OVER (PARTITION BY _span ORDER BY ts) - 1 AS BIGINT) AS idx
+FROM steps;
+
 CREATE OR REPLACE TEMP VIEW otel_requests AS
+SELECT * EXCLUDE (_scheduled, _queued) FROM (
 SELECT
     r.request_id,
     CASE s.kind WHEN 'CLIENT' THEN 'client' ELSE 'server' END AS view,
     s.instance,
     coalesce(s.a_response_model, s.a_request_model) AS model,
     s.t_start AS t_arrival,
-    c.tokenize_end AS t_tokenized,
+    coalesce(c.kv_start, ev.kv_start) AS t_kv_transfer_start,
+    coalesce(c.kv_end, ev.kv_end) AS t_kv_transfer_end,
+    -- with a KV transfer and no tokenize span, the time before the transfer is the first phase
+    coalesce(
+        c.tokenize_end,
+        CASE WHEN t_kv_transfer_start IS NOT NULL THEN greatest(s.t_start, t_kv_transfer_start) END
+    ) AS t_tokenized,
     coalesce(
         s.tok_first, c.prefill_end, c.decode_start, s.t_start + _sec_ns(s.a_ttft_s)
     ) AS t_first_token,
     coalesce(
         s.tok_last,
+        c.step_last,
         c.decode_end,
+        -- SGLang, a single output token: no decode slices, the prefill produced it
+        CASE WHEN s.a_rid IS NOT NULL THEN c.prefill_end END,
         s.t_start + _sec_ns(s.a_e2e_s),
         t_first_token + _sec_ns(s.a_decode_s),
         s.t_end
@@ -72,14 +177,33 @@ SELECT
     coalesce(
         c.queue_end,
         c.prefill_start,
-        t_first_token - _sec_ns(s.a_prefill_s),
+        c.decode_queue_end,
+        ev.scheduled,
+        -- SGLang's time_in_model_prefill includes queueing (research §3): its slices win
+        CASE WHEN s.a_rid IS NULL THEN t_first_token - _sec_ns(s.a_prefill_s) END,
         coalesce(c.tokenize_end, s.t_start) + _sec_ns(s.a_queue_s)
-    ) AS t_scheduled,
-    coalesce(c.queue_start, t_scheduled - _sec_ns(s.a_queue_s), c.tokenize_end) AS t_queued,
+    ) AS _scheduled,
+    coalesce(
+        c.queue_start,
+        c.decode_queue_start,
+        ev.queued,
+        _scheduled - _sec_ns(s.a_queue_s),
+        c.tokenize_end
+    ) AS _queued,
+    -- the queue starts once the KV cache has arrived (docs/METRICS.md, KV transfer)
+    CASE
+        WHEN t_kv_transfer_end IS NULL OR _queued IS NULL OR _scheduled IS NULL THEN _queued
+        ELSE least(greatest(_queued, t_kv_transfer_end), _scheduled)
+    END AS t_queued,
+    _scheduled AS t_scheduled,
     _int(coalesce(s.a_prompt_tokens, s.a_input_tokens)) AS prompt_tokens,
-    coalesce(_int(coalesce(s.a_completion_tokens, s.a_output_tokens)), s.tok_count)
-        AS output_tokens,
-    _int(coalesce(s.a_cached_tokens, s.a_cache_read_tokens)) AS cached_tokens,
+    coalesce(
+        _int(coalesce(s.a_completion_tokens, s.a_output_tokens)),
+        s.tok_count,
+        CASE WHEN s.a_rid IS NOT NULL AND c.prefill_end IS NOT NULL THEN c.decode_steps + 1 END
+    ) AS output_tokens,
+    _int(coalesce(s.a_cached_tokens, s.a_cache_read_tokens, s.a_step_cached_tokens))
+        AS cached_tokens,
     _int(s.a_max_tokens) AS max_tokens,
     CASE
         WHEN starts_with(s.a_finish_reasons, '{')
@@ -93,17 +217,38 @@ SELECT
             THEN coalesce(s.a_error_type, nullif(s.status_message, ''), 'ERROR')
         ELSE s.a_error_type
     END AS error,
-    CASE WHEN c.phase_spans > 0 THEN c.preempted_spans END AS n_preemptions,
-    s.tok_chunks IS NOT NULL AS streaming,
+    CASE
+        WHEN c.phase_spans > 0 OR ev.engine_events > 0 OR s.a_rid IS NOT NULL
+            THEN coalesce(c.preempted_spans, 0) + coalesce(ev.preemptions, 0)
+    END AS n_preemptions,
+    s.tok_chunks IS NOT NULL OR c.decode_steps > 0 AS streaming,
     1 AS time_resolution_ns
 FROM _kept AS s
 JOIN _req AS r USING (_span)
-LEFT JOIN _children AS c ON c.trace_id = s.trace_id AND c.span_id = s.span_id;
+LEFT JOIN _children AS c USING (_span)
+LEFT JOIN _request_events AS ev USING (_span)
+);
 
 CREATE OR REPLACE TEMP VIEW otel_tokens AS
-SELECT r.request_id, t.idx, t.ts, t.n_tokens
+SELECT
+    r.request_id,
+    t.idx,
+    t.ts,
+    t.n_tokens,
+    t.t_scheduled,
+    t.batch_size,
+    t.waiting,
+    t.total_tokens,
+    t.time_base
 FROM stage_tokens AS t
-JOIN _req AS r USING (_span);
+JOIN _req AS r USING (_span)
+UNION ALL
+SELECT r.request_id, t.idx, t.ts, 1, t.t_scheduled, NULL, NULL, NULL, 'epoch'
+FROM _step_tokens AS t
+JOIN _req AS r USING (_span)
+-- a request that also has token events keeps those (they are finer)
+JOIN _kept AS k USING (_span)
+WHERE k.tok_chunks IS NULL;
 
 CREATE OR REPLACE TEMP VIEW otel_spans AS
 SELECT
@@ -117,10 +262,10 @@ SELECT
     k.t_end,
     k.status_code,
     k.attributes_json AS attributes,
-    coalesce(r.request_id, p.request_id) AS request_id
+    r.request_id
 FROM _kept AS k
-LEFT JOIN _req AS r ON r._span = k._span
-LEFT JOIN _req AS p ON p.trace_id = k.trace_id AND p.span_id = k.parent_id;
+JOIN _owner AS o USING (_span)
+LEFT JOIN _req AS r ON r._span = o.req_span;
 
 CREATE OR REPLACE TEMP VIEW otel_events AS
 SELECT
@@ -128,9 +273,10 @@ SELECT
     k.instance,
     e.kind,
     'INFO' AS severity,
-    coalesce(r.request_id, p.request_id) AS request_id,
+    r.request_id,
+    e.value,
     e.message
 FROM stage_events AS e
 JOIN _kept AS k USING (_span)
-LEFT JOIN _req AS r ON r._span = k._span
-LEFT JOIN _req AS p ON p.trace_id = k.trace_id AND p.span_id = k.parent_id;
+JOIN _owner AS o USING (_span)
+LEFT JOIN _req AS r ON r._span = o.req_span;

@@ -23,6 +23,7 @@ durations AS (
         t_scheduled - t_queued AS queue_ns,
         t_first_token - t_scheduled AS prefill_ns,
         t_last_token - t_first_token AS decode_ns,
+        t_kv_transfer_end - t_kv_transfer_start AS kv_transfer_ns,
         t_first_token - t_arrival AS ttft_ns,
         t_last_token - t_arrival AS e2e_ns
     FROM picked
@@ -48,10 +49,12 @@ SELECT
     prefill_ns,
     -- Decode: t_last_token - t_first_token (ns).
     decode_ns,
+    -- Disaggregated serving: KV-cache transfer to this server; null elsewhere (ns).
+    kv_transfer_ns,
     -- e2e minus the known phases: time no stamp explains, e.g. API server or network (ns).
     e2e_ns - (
         coalesce(tokenize_ns, 0) + coalesce(queue_ns, 0) + coalesce(prefill_ns, 0)
-        + coalesce(decode_ns, 0)
+        + coalesce(decode_ns, 0) + coalesce(kv_transfer_ns, 0)
     ) AS residual_ns,
     -- Time to first token, from arrival, so including tokenization and queueing (ns).
     ttft_ns,

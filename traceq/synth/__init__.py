@@ -21,11 +21,20 @@ from traceq.synth.engine import NS, Request, StepInfo
 from traceq.synth.faults import ClientView, injected, summary
 from traceq.synth.scenarios import SAMPLE_SCENARIOS, SCENARIOS
 from traceq.synth.sim import Collect, RunInfo, plan, simulate
+from traceq.synth.write_conventions import CONVENTIONS
 from traceq.synth.write_gpu import GpuWriter
 from traceq.synth.write_otlp import OtlpWriter
 from traceq.synth.write_vllm_log import VllmLogWriter
 
-__all__ = ["SAMPLE_SCENARIOS", "SCENARIOS", "Collect", "generate", "scenario", "simulate"]
+__all__ = [
+    "CONVENTIONS",
+    "SAMPLE_SCENARIOS",
+    "SCENARIOS",
+    "Collect",
+    "generate",
+    "scenario",
+    "simulate",
+]
 
 FILES = {
     "otlp": "traces.otlp.jsonl",
@@ -82,8 +91,16 @@ def generate(
     seed: int = 1,
     requests: int | None = None,
     duration_s: float | None = None,
+    convention: str = "traceq",
 ) -> dict:
-    """Simulate a scenario and write its files into `out_dir`; returns the labels dict."""
+    """Simulate a scenario and write its files into `out_dir`; returns the labels dict.
+
+    `convention` picks the OpenTelemetry producer convention of traces.otlp.jsonl
+    (`CONVENTIONS` in traceq/synth/write_conventions.py).
+    """
+    if convention not in CONVENTIONS:
+        msg = f"unknown convention {convention!r}; known: {', '.join(CONVENTIONS)}"
+        raise KeyError(msg)
     sc = name if isinstance(name, Scenario) else scenario(name, requests, duration_s)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -97,6 +114,7 @@ def generate(
         instance=sc.engine.host,
         client_path=client,
         client_times=ClientView(f, seed) if client else None,
+        convention=convention,
     )
     log = VllmLogWriter(out / FILES["vllm_log"], sc, seed, info.t_ready, sc.engine.kv_budget_tokens)
     gpu = GpuWriter(
@@ -113,6 +131,8 @@ def generate(
     log.close(info.t_end)
     gpu.close(info.t_end)
     labels = _labels(sc, seed, info, summary, client is not None)
+    if convention != "traceq":  # the default leaves labels.json (and sample_traces/) as it was
+        labels["otel_convention"] = convention
     labels["truth"]["stats_lines"] = len(log.stats)
     (out / FILES["labels"]).write_bytes(
         orjson.dumps(labels, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"

@@ -20,6 +20,7 @@ from typing import BinaryIO
 import orjson
 
 from traceq.synth.engine import NS, Request, StepInfo
+from traceq.synth.write_conventions import request_spans
 
 SPANS_PER_LINE = 64
 SCOPE = {"name": "vllm.llm_engine"}
@@ -114,7 +115,10 @@ class OtlpWriter:
         instance: str,
         client_path: Path | None = None,
         client_times: object = None,
+        convention: str = "traceq",
     ) -> None:
+        self.convention = convention
+        self.preempted: dict[int, list[int]] = {}
         self.seed = seed
         self.model = model
         self.fh: BinaryIO = open(path, "wb")  # noqa: SIM115 - closed in close()
@@ -153,7 +157,17 @@ class OtlpWriter:
             "attributes": [_attr("gen_ai.usage.prompt_tokens", r.prompt)],
             "status": {"code": 0},
         }
-        self.batch += [_span(server, _events(r.tokens)), _span(tokenize, b"[]")]
+        if self.convention == "traceq":
+            self.batch += [_span(server, _events(r.tokens)), _span(tokenize, b"[]")]
+        else:
+            self.batch += request_spans(
+                self.convention,
+                r,
+                (trace_id, span_id, tok_id),
+                server["attributes"],
+                server["status"],
+                self.preempted.pop(r.idx, []),
+            )
         if len(self.batch) >= 2 * SPANS_PER_LINE:
             self._flush()
         if self.client_fh is not None:
@@ -214,7 +228,8 @@ class OtlpWriter:
         pass
 
     def on_preempt(self, t: int, r: Request) -> None:
-        pass
+        if self.convention != "traceq":
+            self.preempted.setdefault(r.idx, []).append(t)
 
     def close(self) -> None:
         self._flush()

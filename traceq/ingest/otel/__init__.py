@@ -17,7 +17,7 @@ import polars as pl
 
 from traceq.dataset import SourceWriter
 from traceq.ingest.otel import jaeger, otlp_json, otlp_proto
-from traceq.ingest.otel.spans import split_spans
+from traceq.ingest.otel.spans import conventions_seen, split_spans
 from traceq.ingest.source import Source
 from traceq.sql import load
 
@@ -28,6 +28,17 @@ FORMATS = {
     "otlp-json": "OTLP/JSON: Collector file-exporter lines, single documents, Tempo API JSON",
     "otlp-proto": "OTLP protobuf: one ExportTraceServiceRequest or length-prefixed messages",
     "jaeger-json": "Jaeger UI / query API JSON export",
+}
+# Producer conventions the OpenTelemetry formats understand (docs/INGEST.md, "Producers").
+PRODUCERS = {
+    "vllm": "vLLM V0/V1 llm_request (0.5 – main): gen_ai.* attributes, child phase spans",
+    "vllm-token-events": "vLLM PR 32573 token_scheduled / token_generated + engine-core events",
+    "token-arrays": "per-token arrays: OTel double[]/int[], JSON text, compressed, orjson bytes",
+    "gen-ai-token-events": "gen_ai.token (traceq) and gen_ai.token.scheduled/generated events",
+    "sglang": "SGLang --enable-trace: request root, thread and stage spans, decode_loop steps",
+    "tensorrt-llm": "TensorRT-LLM request spans, kv_cache_transfer_* and server-selection events",
+    "vllm-startup": "vLLM start-up spans (model / weight load, compile, CUDA graphs, KV profile)",
+    "vllm-omni": "vLLM-Omni omni_request root with per-stage llm_request spans",
 }
 _READERS = {
     "otlp-json": otlp_json.iter_span_frames,
@@ -71,11 +82,14 @@ def ingest(
     quarantine: list[dict] = []
     schemas: dict[str, pl.Schema] = {}
     n_spans = 0
+    seen: dict[str, int] = {}
     with source.open() as stream:
         for frame, no_key in _READERS[fmt](stream, quarantine, progress):
             frame = frame.with_columns(_span=pl.int_range(pl.len(), dtype=pl.Int64) + n_spans)
             n_spans += frame.height
             parts = split_spans(frame, options.conventions)
+            for key, n in conventions_seen(parts).items():
+                seen[key] = seen.get(key, 0) + n
             for stage, part in zip(_STAGES, ("spans", "tokens", "events"), strict=True):
                 writer.write(stage, parts[part])
                 schemas[stage] = parts[part].schema
@@ -91,7 +105,7 @@ def ingest(
         writer.write("quarantine", pl.DataFrame(quarantine))
     if schemas:
         _finalize(writer, schemas)
-    return {"clock_domain": "unix_ns", "records": {"spans": n_spans}}
+    return {"clock_domain": "unix_ns", "records": {"spans": n_spans}, "conventions": seen}
 
 
 def _finalize(writer: SourceWriter, schemas: dict[str, pl.Schema]) -> None:

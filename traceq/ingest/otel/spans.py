@@ -12,6 +12,13 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from traceq.ingest.otel.tokens import (
+    ARRAYS,
+    TOKEN_LEVEL_EVENTS,
+    decode_arrays,
+    from_arrays,
+    from_events,
+)
 from traceq.schema import RAW_LIMIT
 
 # OTLP AnyValue with every variant kept as text: polars reads numbers, booleans and nested
@@ -90,7 +97,38 @@ ATTRIBUTES = {
     "gen_ai.latency.time_in_model_decode": "a_decode_s",
     "error.type": "a_error_type",
     "preempted": "a_preempted",
+    "rid": "a_rid",  # SGLang request root
+    "module": "a_module",  # SGLang `sglang::request`
+    "code.function": "a_code_function",  # vLLM start-up spans (tracing `instrument`)
+    "gen_ai.latency.kv_cache_transfer_time": "a_kv_transfer_s",  # TensorRT-LLM, disagg
+    "gen_ai.iteration.per_token_cached_tokens": "a_step_cached_tokens",  # Alipay fork scalar
 }
+
+# vLLM start-up spans (research/otel_producers.md §1.3) -> the event kinds the log reader
+# uses for the same milestones (traceq/ingest/serverlog/events.py); others: startup_span_s.
+STARTUP_KINDS = {
+    "Load weights": "startup_weights_load_s",
+    "Loading (GPU)": "startup_weights_load_s",
+    "Loading (CPU)": "startup_weights_load_s",
+    "Loading (NPU)": "startup_weights_load_s",
+    "Load model": "startup_model_load_s",
+    "vllm.engine_core.model_runner.load_model": "startup_model_load_s",
+    "Compile graph": "startup_torch_compile_s",
+    "Compile/warmup": "startup_compile_warmup_s",
+    "Capture model": "cuda_graph",
+    "Prepare model": "startup_kv_profile_s",
+    "vllm.engine_core.model_runner.profile_run": "startup_kv_profile_s",
+    "Overall Loading": "startup_loading_s",
+    "vllm.startup": "startup_loading_s",
+    "Executor init": "startup_executor_init_s",
+    "Worker init": "startup_worker_init_s",
+    "Initialize model": "startup_model_init_s",
+    "API server setup": "startup_api_server_s",
+}
+# Span event names -> traceq event kinds (research §6.3); others stay `otel:<name>`.
+_ENGINE_EVENT = (
+    r"(?i)^(?:vllm[._])?(?:engine_?core[._])?(?:event[._])?(queued|scheduled|preempted)$"
+)
 
 
 @dataclass(frozen=True)
@@ -98,13 +136,25 @@ class SpanConventions:
     """Names of the token-level convention (SPEC §2); all configurable."""
 
     token_event: str = "gen_ai.token"
-    request_spans: tuple[str, ...] = ("llm_request",)
+    request_spans: tuple[str, ...] = ("llm_request", "omni_request")
     tokenize_spans: tuple[str, ...] = ("tokenize", "tokenization", "preprocess")
+    # Child spans that stamp a phase, by producer (research/otel_producers.md §1.2, §3):
+    # vLLM's two child-span designs and SGLang's stage slices.
     phase_spans: dict[str, str] = field(
         default_factory=lambda: {
             "vllm.request.queue": "queue",
             "vllm.request.prefill": "prefill",
             "vllm.request.decode": "decode",
+            "vllm_queue": "queue",
+            "vllm_prefill": "prefill",
+            "vllm_decode": "decode",
+            "vllm_async_kv_transfer": "kv_transfer",
+            "prefill_waiting": "queue",
+            "prefill_forward": "prefill",
+            "decode_forward": "decode",
+            "decode_loop": "decode_step",
+            "decode_waiting": "decode_queue",
+            "decode_transferred": "kv_transfer",
         }
     )
 
@@ -158,6 +208,64 @@ def _attributes_long(spans: pl.DataFrame) -> pl.DataFrame:
         .drop_nulls("attributes")
         .unnest("attributes")
     )
+
+
+def _event_kind(name: pl.Expr) -> pl.Expr:
+    """traceq event kind of a span event: preemptions and scheduling by their meaning."""
+    engine = name.str.extract(_ENGINE_EVENT, 1).str.to_lowercase()
+    return (
+        pl.when(name == "retract")  # SGLang: evicted back to the wait queue
+        .then(pl.lit("preemption"))
+        .when(name == "schedule")  # SGLang: put in a batch
+        .then(pl.lit("scheduled"))
+        .when(engine == "preempted")
+        .then(pl.lit("preemption"))
+        .when(engine.is_not_null())
+        .then(engine)
+        .otherwise(pl.format("otel:{}", name))
+    )
+
+
+def _startup_events(spans: pl.DataFrame, lifted: pl.DataFrame) -> pl.DataFrame:
+    """Start-up spans as events with their duration (s), ts = span end, like log milestones."""
+    startup = spans.select("_span", "name", "t_start", "t_end").join(
+        lifted.select("_span", "a_code_function"), on="_span", how="left"
+    )
+    startup = startup.filter(
+        pl.col("a_code_function").is_not_null() | pl.col("name").is_in(list(STARTUP_KINDS))
+    )
+    return startup.select(
+        "_span",
+        ts=pl.col("t_end"),
+        kind=pl.col("name").replace_strict(STARTUP_KINDS, default="startup_span_s"),
+        value=(pl.col("t_end") - pl.col("t_start")) / 1e9,
+        message=pl.col("name"),
+    )
+
+
+def conventions_seen(parts: dict[str, pl.DataFrame]) -> dict[str, int]:
+    """Which producer conventions (`PRODUCERS` in traceq/ingest/otel/__init__.py) a block of
+    spans matched, with how many request spans (start-up: spans) matched each."""
+    staged, tokens, events = parts["spans"], parts["tokens"], parts["events"]
+    name = pl.col("name")
+    n = staged.select(
+        vllm=(name == "llm_request").sum(),
+        sglang=(pl.col("a_rid").is_not_null() & pl.col("is_request")).sum(),
+        vllm_omni=(name == "omni_request").sum(),
+        vllm_startup=pl.col("a_code_function").is_not_null().sum(),
+    ).row(0, named=True)
+    kv = events.filter(pl.col("kind").str.starts_with("otel:kv_cache_transfer"))["_span"]
+    n["tensorrt_llm"] = staged.filter(
+        pl.col("_span").is_in(kv.implode()) | pl.col("a_kv_transfer_s").is_not_null()
+    ).height
+    first = tokens.group_by("_span").agg(
+        pl.col("time_base").first(), stepped=pl.col("t_scheduled").is_not_null().any()
+    )
+    epoch = first["time_base"] == "epoch"
+    n["vllm_token_events"] = int((epoch & first["stepped"]).sum())
+    n["gen_ai_token_events"] = int((epoch & ~first["stepped"]).sum())
+    n["token_arrays"] = int((~epoch).sum())
+    return {k.replace("_", "-"): int(v) for k, v in n.items() if v}
 
 
 def split_spans(spans: pl.DataFrame, conv: SpanConventions) -> dict[str, pl.DataFrame]:
@@ -224,10 +332,17 @@ def split_spans(spans: pl.DataFrame, conv: SpanConventions) -> dict[str, pl.Data
         )
     )
     events = events.filter(pl.col("ts") > 0)
-    is_token = pl.col("name") == conv.token_event
+    arrays, bad_arrays = decode_arrays(attrs.filter(pl.col("key").is_in(list(ARRAYS))))
+    array_chunks, array_quarantine = from_arrays(
+        arrays,
+        lifted.select(
+            "_span",
+            completion=pl.col("a_completion_tokens").cast(pl.Float64, strict=False).cast(pl.Int64),
+        ).join(spans.select("_span", "t_start"), on="_span", how="left"),
+    )
+    quarantine += [bad_arrays, array_quarantine]
     tokens = (
-        events.filter(is_token)
-        .select("_span", "ts", n_tokens=pl.col("n_tokens").fill_null(1))
+        pl.concat([from_events(events, conv.token_event), array_chunks])
         .sort("_span", "ts")
         .with_columns(idx=pl.int_range(pl.len(), dtype=pl.Int64).over("_span"))
     )
@@ -237,8 +352,18 @@ def split_spans(spans: pl.DataFrame, conv: SpanConventions) -> dict[str, pl.Data
         tok_chunks=pl.len(),
         tok_count=pl.col("n_tokens").sum(),
     )
-    other_events = events.filter(~is_token).select(
-        "_span", "ts", kind=pl.format("otel:{}", "name"), message=pl.col("attributes")
+    token_level = pl.col("name").is_in([conv.token_event, *TOKEN_LEVEL_EVENTS])
+    other_events = pl.concat(
+        [
+            events.filter(~token_level).select(
+                "_span",
+                "ts",
+                kind=_event_kind(pl.col("name")),
+                value=pl.lit(None, pl.Float64),
+                message=pl.col("attributes"),
+            ),
+            _startup_events(spans, lifted),
+        ]
     )
 
     role = (
@@ -262,6 +387,13 @@ def split_spans(spans: pl.DataFrame, conv: SpanConventions) -> dict[str, pl.Data
             ),
             is_request=pl.col("name").is_in(list(conv.request_spans))
             | pl.col("tok_chunks").is_not_null()
+            | (
+                pl.col("a_rid").is_not_null()
+                & (
+                    pl.col("a_module").str.starts_with("sglang").fill_null(False)
+                    | pl.col("name").str.contains(" Req ", literal=True)
+                )
+            )
             | pl.any_horizontal(
                 pl.col(c).is_not_null()
                 for c in ("a_request_id", "a_e2e_s", "a_ttft_s", "a_operation")

@@ -1,0 +1,63 @@
+"""One simulated incident written in every OpenTelemetry producer convention
+(`traceq synth --convention`) reads back as the same request phases and token gaps."""
+
+from __future__ import annotations
+
+import pytest
+
+import traceq
+from traceq.synth import CONVENTIONS, generate
+
+PHASES = (
+    "SELECT request_id, t_arrival, tokenize_ns, queue_ns, prefill_ns, decode_ns, residual_ns, "
+    "ttft_ns, e2e_ns, output_tokens FROM request_phases ORDER BY request_id"
+)
+GAPS = "SELECT request_id, idx, ts, n_tokens, tbt_ns FROM token_gaps ORDER BY request_id, idx"
+ROUNDING_NS = {"alipay-compressed": 50_000}  # 4 decimals of a second: ±50 µs per stamp
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory):
+    """kv-pressure (preemptions, queueing, long decodes), 150 requests, each convention."""
+    root = tmp_path_factory.mktemp("conventions")
+    out = {}
+    for convention in CONVENTIONS:
+        labels = generate("kv-pressure", root / convention, seed=5, requests=150,
+                          convention=convention)  # fmt: skip
+        (result,) = traceq.ingest(
+            [root / convention / "traces.otlp.jsonl"], root / f"ds-{convention}"
+        )
+        assert result.quarantined == 0
+        out[convention] = (traceq.open(root / f"ds-{convention}"), labels, result)
+    return out
+
+
+@pytest.mark.parametrize("convention", [c for c in CONVENTIONS if c != "traceq"])
+def test_same_phases_and_gaps_in_every_convention(datasets, convention):
+    base = datasets["traceq"][0]
+    con, labels, _ = datasets[convention]
+    assert labels["otel_convention"] == convention
+    want, got = base.sql(PHASES).fetchall(), con.sql(PHASES).fetchall()
+    assert len(got) == len(want) == 150
+    tolerance = ROUNDING_NS.get(convention, 0)
+    if not tolerance:
+        assert got == want
+        assert con.sql(GAPS).fetchall() == base.sql(GAPS).fetchall()
+        return
+    for g, w in zip(got, want, strict=True):
+        assert g[0] == w[0] and g[-1] == w[-1]
+        # each phase is a difference of two stamps, each rounded by the producer
+        assert all(abs(a - b) <= 2 * tolerance for a, b in zip(g[1:-1], w[1:-1], strict=True))
+    n_gaps = "SELECT count(*) FROM token_gaps"
+    assert con.sql(n_gaps).fetchall() == base.sql(n_gaps).fetchall()
+
+
+def test_preemptions_counted_where_the_convention_carries_them(datasets):
+    truth = datasets["traceq"][1]["truth"]["preemptions"]
+    assert truth > 0
+    for convention in ("vllm-token-events", "sglang"):
+        con = datasets[convention][0]
+        assert con.sql("SELECT sum(n_preemptions) FROM requests").fetchall() == [(truth,)]
+        kinds = con.sql("SELECT count(*) FROM events WHERE kind = 'preemption'").fetchall()
+        assert kinds == [(truth,)]
+    assert datasets["sglang"][2].conventions["sglang"] == 150

@@ -1,0 +1,337 @@
+"""Per-token timing in every encoding producers use today, into one `tokens` shape.
+
+research/otel_producers.md §2 and §6.2 (in the shared research folder) list them:
+
+* traceq's own `gen_ai.token` events (one per streamed chunk, `gen_ai.token.count`);
+* vLLM PR 32573 `token_scheduled` / `token_generated` span events, one pair per engine
+  step, epoch ns, `new_token_ids` (int[]) on the generated one;
+* the proposed convention's `gen_ai.token.scheduled` / `gen_ai.token.generated` events
+  (several generated events may share one timestamp);
+* per-token arrays on the request span (`gen_ai.latency.per_token_generation_time`, …) as
+  real OTel arrays, as JSON text, as compressed + base64 text, or as serialized bytes.
+
+Every source ends as chunk rows `(_span, ts, n_tokens, t_scheduled, batch_size, waiting,
+total_tokens, time_base)`: one row per engine step, `ts` in ns since the epoch. Decoding is
+vectorised; only compressed values need Python, once per request.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bz2
+import gzip
+import lzma
+import zlib
+
+import polars as pl
+
+from traceq.schema import RAW_LIMIT
+
+TOKEN_COLUMNS = {
+    "_span": pl.Int64,
+    "ts": pl.Int64,
+    "n_tokens": pl.Int64,
+    "t_scheduled": pl.Int64,
+    "batch_size": pl.Int64,
+    "waiting": pl.Int64,
+    "total_tokens": pl.Int64,
+    "time_base": pl.String,
+}
+
+# Event pairs: (scheduled event, generated event) per convention.
+SCHEDULED_EVENTS = ("token_scheduled", "gen_ai.token.scheduled")
+GENERATED_EVENTS = ("token_generated", "gen_ai.token.generated")
+TOKEN_LEVEL_EVENTS = SCHEDULED_EVENTS + GENERATED_EVENTS
+
+# Per-token span attributes -> short names (research §2.2–2.4).
+ARRAYS = {
+    "gen_ai.latency.per_token_generation_time": "gen",
+    "gen_ai.latency.per_token_scheduled_time": "sched",
+    "gen_ai.iteration.per_token_batch_size": "batch",
+    "gen_ai.iteration.per_token_waiting_size": "waiting",
+    "gen_ai.iteration.per_token_total_tokens": "total",
+    "gen_ai.response.per_token_num_new_tokens": "nnew",
+}
+# A value above this many seconds is an absolute epoch time, not an offset (research §2.3:
+# the orjson variant leaves the first step's entries absolute).
+ABSOLUTE_S = 1e8
+_NUMBER = r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
+
+
+def _event_field(key: str) -> str:
+    value = rf'"(?:intValue|doubleValue)"\s*:\s*"?({_NUMBER})'
+    return rf'"key"\s*:\s*"{key}"\s*,\s*"value"\s*:\s*\{{\s*' + value
+
+
+def event_int(attributes: pl.Expr, *keys: str) -> pl.Expr:
+    """An integer attribute of a span event from its raw attributes JSON (first key found)."""
+    return pl.coalesce(
+        attributes.str.extract(_event_field(k.replace(".", r"\.")), 1)
+        .cast(pl.Float64, strict=False)
+        .cast(pl.Int64, strict=False)
+        for k in keys
+    )
+
+
+def _array_len(attributes: pl.Expr, key: str) -> pl.Expr:
+    """Length of an int[] event attribute (`new_token_ids`) from the raw JSON; null if absent."""
+    body = attributes.str.extract(
+        rf'"key"\s*:\s*"{key}"\s*,\s*"value"\s*:\s*\{{\s*"arrayValue"\s*:\s*\{{\s*"values"\s*:\s*\[([^\]]*)\]',
+        1,
+    )
+    return pl.when(body.is_not_null()).then(body.str.count_matches(r'Value"'))
+
+
+def from_events(events: pl.DataFrame, token_event: str) -> pl.DataFrame:
+    """Chunks from token events: traceq's `gen_ai.token` and both scheduled/generated pairs.
+
+    `events`: `_span, ts, name, n_tokens, attributes` (raw JSON text), valid timestamps only.
+    """
+    ours = events.filter(pl.col("name") == token_event).select(
+        "_span", "ts", n_tokens=pl.col("n_tokens").fill_null(1)
+    )
+    pairs = events.filter(pl.col("name").is_in(TOKEN_LEVEL_EVENTS))
+    if pairs.height:
+        attrs = pl.col("attributes")
+        is_sched = pl.col("name").is_in(SCHEDULED_EVENTS)
+        steps = (
+            pairs.with_columns(
+                sched=is_sched,
+                ids=_array_len(attrs, "new_token_ids"),
+                batch=event_int(attrs, "iter_batch_size", "gen_ai.iteration.batch_size"),
+                waiting=event_int(attrs, "iter_waiting_size", "gen_ai.iteration.waiting_requests"),
+                total=event_int(attrs, "iter_total_tokens_count", "gen_ai.iteration.total_tokens"),
+            )
+            # a step's scheduled event sorts before its generated event at the same instant
+            .sort("_span", "ts", pl.col("sched").not_())
+            .with_columns(
+                t_scheduled=pl.when("sched").then("ts").forward_fill().over("_span"),
+                batch_size=pl.when("sched").then("batch").forward_fill().over("_span"),
+                waiting=pl.when("sched").then("waiting").forward_fill().over("_span"),
+            )
+            .filter(~pl.col("sched"))
+            # the convention writes one generated event per token: tokens of one step share ts
+            .group_by("_span", "ts", maintain_order=True)
+            .agg(
+                n_tokens=pl.col("ids").fill_null(1).sum(),
+                t_scheduled=pl.col("t_scheduled").first(),
+                batch_size=pl.col("batch_size").first(),
+                waiting=pl.col("waiting").first(),
+                total_tokens=pl.col("total").first(),
+            )
+        )
+    else:
+        steps = pl.DataFrame(schema={k: v for k, v in TOKEN_COLUMNS.items() if k != "time_base"})
+    time_base = pl.lit("epoch").alias("time_base")
+    return pl.concat(
+        [
+            ours.with_columns(time_base),
+            steps.with_columns(time_base),
+        ],
+        how="diagonal_relaxed",
+    ).select(pl.col(k).cast(v) for k, v in TOKEN_COLUMNS.items())
+
+
+def _decompress(text: str | None) -> str | None:
+    """`compress_and_encode` of the Alipay fork, decoded defensively (research §2.2): base64
+    (standard, then URL-safe, padding restored) then gzip / zlib / bz2 / xz / raw, as UTF-8."""
+    if text is None:
+        return None
+    raw = text.strip()
+    raw += "=" * (-len(raw) % 4)
+    blobs = []
+    for decode in (base64.b64decode, base64.urlsafe_b64decode):
+        try:
+            blobs.append(decode(raw))
+        except (binascii.Error, ValueError):
+            continue
+    for blob in blobs:
+        for unpack in (gzip.decompress, zlib.decompress, bz2.decompress, lzma.decompress):
+            try:
+                out = unpack(blob).decode("utf-8")
+            except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError):
+                continue
+            if out.lstrip().startswith("["):
+                return out
+        try:
+            out = blob.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if out.lstrip().startswith("["):
+            return out
+    return None
+
+
+def decode_arrays(attrs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per-token array attributes → one row per (span, array) with `values` (the numbers'
+    decimal text, so seconds convert to ns exactly as the producer printed them) and
+    the wire `encoding`; plus quarantine rows for values that do not decode.
+
+    `attrs`: the long attribute frame (`_span, _line, key, value`), array keys only.
+    """
+    v = pl.col("value")
+    string, array, data = (v.struct.field(f) for f in ("stringValue", "arrayValue", "bytesValue"))
+    frame = attrs.select(
+        "_span",
+        "_line",
+        "key",
+        encoding=pl.when(array.is_not_null())
+        .then(pl.lit("otel-array"))
+        .when(string.str.strip_chars_start().str.starts_with("["))
+        .then(pl.lit("json-text"))
+        .when(string.is_not_null())
+        .then(pl.lit("compressed-text"))
+        .when(data.is_not_null())
+        .then(pl.lit("bytes"))
+        .otherwise(pl.lit("other")),
+        text=pl.coalesce(array, string, data),
+    )
+    plain = frame.filter(pl.col("encoding").is_in(["otel-array", "json-text"]))
+    packed = frame.filter(pl.col("encoding").is_in(["compressed-text", "bytes"]))
+    if packed.height:
+        # one Python call per request (not per token): compressed values need zlib
+        decoded = [_decompress(t) for t in packed["text"]]
+        packed = packed.with_columns(text=pl.Series(decoded, dtype=pl.String))
+    bad = pl.concat(
+        [
+            frame.filter(pl.col("encoding") == "other"),
+            packed.filter(pl.col("text").is_null()),
+        ]
+    ).select(
+        location=pl.format("line {} span {}", "_line", "_span"),
+        reason=pl.format("per-token attribute {} ({}) does not decode", "key", "encoding"),
+        raw=pl.lit("").str.slice(0, RAW_LIMIT),
+    )
+    good = pl.concat([plain, packed.filter(pl.col("text").is_not_null())]).with_columns(
+        values=pl.col("text").str.extract_all(_NUMBER),
+        name=pl.col("key").replace_strict(ARRAYS),
+    )
+    return good.drop("text", "key"), bad
+
+
+def seconds_text_ns(text: pl.Expr) -> pl.Expr:
+    """Decimal seconds as printed (`"1750000002.1585567"`, `"0.0351"`) → integer ns, exactly:
+    integer and fraction digits are converted separately (a float64 detour would lose up to
+    256 ns on an epoch time); rounded half up at the ninth decimal. Exponent forms
+    (`"5e-05"`) go through float64, exact for offsets that small."""
+    body = text.str.strip_prefix("-")
+    whole = body.str.extract(r"^([0-9]+)", 1).cast(pl.Int64)
+    digits = pl.concat_str(
+        body.str.extract(r"^[0-9]+\.([0-9]+)", 1).fill_null(""), pl.lit("0000000000")
+    )
+    ns = (
+        whole * 1_000_000_000
+        + digits.str.slice(0, 9).cast(pl.Int64)
+        + (digits.str.slice(9, 1).cast(pl.Int64) >= 5).cast(pl.Int64)
+    )
+    ns = pl.when(text.str.starts_with("-")).then(-ns).otherwise(ns)
+    floated = (text.cast(pl.Float64, strict=False) * 1e9).round().cast(pl.Int64)
+    return pl.when(body.str.contains("[eE]")).then(floated).otherwise(ns)
+
+
+def from_arrays(arrays: pl.DataFrame, spans: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Chunks from decoded per-token arrays (`decode_arrays`), and quarantine rows.
+
+    `spans`: `_span, t_start, completion` (gen_ai.usage.completion_tokens, may be null).
+    A request whose arrays disagree (in length with each other or with its completion
+    tokens, present without output, or running backwards) loses its arrays to quarantine
+    with the reason; the request itself is kept.
+    """
+    present = [n for n in ARRAYS.values() if n in set(arrays["name"].unique())]
+    wide = (
+        arrays.group_by("_span")
+        .agg(
+            pl.col("_line").first(),
+            *(pl.col("values").filter(pl.col("name") == n).first().alias(n) for n in present),
+        )
+        .join(spans, on="_span", how="left")
+    )
+    for n in ARRAYS.values():
+        if n not in wide.columns:
+            wide = wide.with_columns(pl.lit(None, pl.List(pl.String)).alias(n))
+    n_gen = pl.col("gen").list.len()
+    expected = pl.coalesce(
+        pl.col("nnew").list.eval(pl.element().cast(pl.Float64)).list.sum().cast(pl.Int64), n_gen
+    )
+    mismatch = pl.any_horizontal(
+        (pl.col(n).list.len() != n_gen).fill_null(False) for n in ARRAYS.values() if n != "gen"
+    )
+    reason = (
+        pl.when(pl.col("gen").is_null())
+        .then(pl.lit("per-token arrays without gen_ai.latency.per_token_generation_time"))
+        .when(mismatch)
+        .then(pl.lit("per-token arrays differ in length"))
+        .when((pl.col("completion") == 0) & (n_gen > 0))
+        .then(pl.lit("per-token array on a request with no output (completion_tokens = 0)"))
+        .when(pl.col("completion").is_not_null() & (expected != pl.col("completion")))
+        .then(
+            pl.format(
+                "per-token arrays hold {} tokens but completion_tokens is {}",
+                expected,
+                pl.col("completion"),
+            )
+        )
+    )
+    wide = wide.with_columns(reason=reason)
+    rejected = [wide.filter(pl.col("reason").is_not_null())]
+    ok = wide.filter(pl.col("reason").is_null() & (n_gen > 0))
+
+    # Time base (research §2.3): a first value above ABSOLUTE_S seconds is absolute; later
+    # small values are offsets from the first scheduled time. Otherwise offsets from the
+    # span start (the request's arrival), §2.2 and §2.4.
+    first_abs = pl.col("gen").list.first().cast(pl.Float64, strict=False) > ABSOLUTE_S
+    base_s = pl.coalesce(pl.col("sched").list.first(), pl.col("gen").list.first())
+    nulls = pl.col("gen").list.eval(pl.lit(None, pl.String).repeat_by(pl.len()).explode())
+    long = (
+        ok.with_columns(
+            *(pl.col(n).fill_null(nulls) for n in ARRAYS.values() if n != "gen"),
+            time_base=pl.when(first_abs)
+            .then(pl.lit("first_scheduled"))
+            .otherwise(pl.lit("span_start")),
+            base_ns=pl.when(first_abs).then(seconds_text_ns(base_s)).otherwise(pl.col("t_start")),
+        )
+        .select(
+            "_span", "_line", "time_base", "base_ns", *ARRAYS.values(), pos=pl.int_ranges(n_gen)
+        )
+        .explode("pos", *ARRAYS.values())
+    )
+    g, s = pl.col("gen"), pl.col("sched")
+
+    def absolute(v: pl.Expr) -> pl.Expr:
+        ns = seconds_text_ns(v)
+        absolute = v.cast(pl.Float64, strict=False) > ABSOLUTE_S
+        return pl.when(absolute).then(ns).otherwise(pl.col("base_ns") + ns)
+
+    long = long.with_columns(ts=absolute(g), t_scheduled=absolute(s)).with_columns(
+        back=(pl.col("ts").diff().over("_span") < 0).fill_null(False)
+    )
+    backwards = long.group_by("_span").agg(
+        pl.col("_line").first(), first_back=pl.col("pos").filter("back").first()
+    )
+    backwards = backwards.filter(pl.col("first_back").is_not_null()).with_columns(
+        reason=pl.format("per-token times run backwards at position {}", "first_back"),
+        gen=pl.lit(None, pl.List(pl.String)),
+    )
+    rejected.append(backwards.select("_span", "_line", "reason", "gen"))
+    long = long.join(backwards.select("_span"), on="_span", how="anti")
+    chunks = (
+        long.group_by("_span", "ts", maintain_order=True)
+        .agg(
+            n_tokens=pl.col("nnew").cast(pl.Float64).sum().cast(pl.Int64).clip(1)
+            if "nnew" in present
+            else pl.len().cast(pl.Int64),
+            t_scheduled=pl.col("t_scheduled").first(),
+            batch_size=pl.col("batch").first().cast(pl.Float64).cast(pl.Int64),
+            waiting=pl.col("waiting").first().cast(pl.Float64).cast(pl.Int64),
+            total_tokens=pl.col("total").first().cast(pl.Float64).cast(pl.Int64),
+            time_base=pl.col("time_base").first(),
+        )
+        .select(pl.col(k).cast(v) for k, v in TOKEN_COLUMNS.items())
+    )
+    quarantine = pl.concat([r.select("_span", "_line", "reason", "gen") for r in rejected]).select(
+        location=pl.format("line {} span {}", "_line", "_span"),
+        reason="reason",
+        raw=pl.col("gen").list.join(",").fill_null("").str.slice(0, RAW_LIMIT),
+    )
+    return chunks, quarantine

@@ -132,7 +132,7 @@ def _run(
     figures = next(w for w in kept if w["start"] == worst["start"])
     f.status = "fail"
     more = f" (+{len(incidents) - 1} more window(s))" if len(incidents) > 1 else ""
-    f.message = fmt(pb.message, figures) + more
+    f.message = fmt(pb.message, {**params, **figures}) + more
     f.causes = rank_causes([check_cause(session, c, at) for c in pb.causes])
     confirmed_fixes = [x for c in pb.causes for x in c.fixes if _confirmed(f.causes, c.id)]
     f.fixes = list(dict.fromkeys(confirmed_fixes + list(pb.fixes)))
@@ -183,7 +183,7 @@ def check_cause(session: Session, spec: CauseSpec, at: dict[str, Any]) -> Cause:
         cause.needs = "; ".join(r.needs for r in spec.requires) or "data for this check"
         return cause
     cause.strength = round(max(0.0, min(1.0, float(strength))), 3)
-    cause.evidence = fmt(spec.evidence, row)
+    cause.evidence = fmt(spec.evidence, {**at, **row})
     cause.status = "confirmed" if cause.strength >= spec.confirm_at else "not_confirmed"
     return cause
 

@@ -92,7 +92,7 @@ def _overrides(
 @click.option("--format", "out_format", type=click.Choice(["text", "json", "markdown"]),
               default=None, help="Output format [default: text].")  # fmt: skip
 @click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
-              help="Exit 1 when a finding of this severity or worse fails [default: info].")  # fmt: skip
+              help="Exit 1 when a finding this severe or worse fails [default: info].")  # fmt: skip
 @click.option("-v", "--verbose", is_flag=True, help="Text: list passing playbooks too.")
 def diagnose_cmd(
     dataset: str,

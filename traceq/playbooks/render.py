@@ -97,7 +97,7 @@ def render_markdown(d: Diagnosis) -> str:
         if f.next_checks:
             out += ["", "**Next checks**", ""] + [f"- {x}" for x in f.next_checks]
         for e in f.evidence:
-            out += ["", f"**{e.title}**", ""] + _table(e.columns, e.rows)
+            out += ["", f"**{e.title}**", "", *_table(e.columns, e.rows)]
         if f.example_requests:
             out += ["", "Example requests: " + ", ".join(f"`{r}`" for r in f.example_requests)]
     return "\n".join(out) + "\n"

@@ -17,7 +17,7 @@ FIRES = {
         "prefill-interference": "chunked-prefill-off",
         "tbt-jitter": "prefill-interference",
     },
-    "kv-pressure": {"kv-pressure": "kv-saturated"},
+    "kv-pressure": {"kv-pressure": "kv-budget-small"},
     "queue-overload": {"ttft-queueing": "arrival-burst", "slo-goodput": "ttft-misses"},
     "slow-tokenizer": {"tokenizer-overhead": "slow-tokenizer", "gpu-underutilized": None},
     "warm-up-skew": {"warm-up-skew": "right-after-startup"},

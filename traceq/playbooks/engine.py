@@ -25,6 +25,7 @@ import string
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -204,7 +205,14 @@ def bind(sql: str, values: dict[str, Any]) -> dict[str, Any]:
 
 def _row(session: Session, sql: str, values: dict[str, Any]) -> dict[str, Any]:
     frame = session.query(sql, bind(sql, values))
-    return frame.row(0, named=True) if frame.height else {}
+    return {k: _plain_value(v) for k, v in frame.row(0, named=True).items()} if frame.height else {}
+
+
+def _plain_value(v: Any) -> Any:
+    """JSON-ready: DuckDB's DECIMAL sums become floats, floats are rounded for reading."""
+    if isinstance(v, Decimal):
+        v = float(v)
+    return round(v, 4) if isinstance(v, float) else v
 
 
 def _evidence(
@@ -223,10 +231,7 @@ def _evidence(
 
 def _plain(frame: pl.DataFrame) -> list[dict[str, Any]]:
     """Rows as JSON-ready dicts (floats rounded for reading)."""
-    return [
-        {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
-        for row in frame.to_dicts()
-    ]
+    return [{k: _plain_value(v) for k, v in row.items()} for row in frame.to_dicts()]
 
 
 class _Formatter(string.Formatter):

@@ -116,6 +116,9 @@ def test_demo_runs_on_the_bundled_sample_traces(tmp_path):
     assert "per scenario" in result.stdout and "| healthy " in result.stdout
     ingested = [line for line in result.stdout.splitlines() if "otlp-json:" in line]
     assert len(ingested) >= 12 and all(line.endswith("; 0 quarantined") for line in ingested)
+    findings = result.stdout.split("findings per scenario", 1)[1]
+    assert any(line.startswith("| kv-pressure") and line.count("kv-pressure") >= 3
+               for line in findings.splitlines())  # fmt: skip
 
 
 def test_sql_from_file_and_stdin(dataset, tmp_path):

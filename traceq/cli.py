@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import click
 import polars as pl
 
+from traceq.cli_diagnose import diagnose_cmd, explain_cmd, playbooks_cmd
 from traceq.cli_sql import schema_cmd, sql_cmd
 from traceq.cliutil import Failure
 from traceq.dataset import DatasetError
@@ -226,6 +227,9 @@ def synth_cmd(
 
 cli.add_command(sql_cmd)
 cli.add_command(schema_cmd)
+cli.add_command(diagnose_cmd)
+cli.add_command(explain_cmd)
+cli.add_command(playbooks_cmd)
 
 
 def main() -> None:

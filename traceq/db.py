@@ -27,7 +27,7 @@ from traceq.dataset import Dataset
 from traceq.schema import TABLES, empty
 from traceq.sql import load
 
-VIEW_FILES = ("views", "crosswalk", "gpu")
+VIEW_FILES = ("views", "crosswalk", "gpu", "rollups")
 CATALOG_SQL = load("catalog")
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
 

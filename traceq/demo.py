@@ -1,6 +1,6 @@
 """`traceq demo`: ingest each scenario of sample_traces/ into its own dataset and print what
-traceq can say about it (today: phase and KPI summary, next to the faults the scenario
-injected according to its labels.json)."""
+traceq can say about it: the phase and KPI summary, then the playbooks' findings (with the
+cause ranked first) next to the playbooks the scenario's labels.json expects."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import polars as pl
 
 from traceq.dataset import Dataset
 from traceq.ingest import IngestOptions, InputError, ingest
+from traceq.playbooks import diagnose, load_catalog
 from traceq.render import render_frame
 from traceq.session import Session
 from traceq.sql import load
@@ -40,7 +41,8 @@ def ingest_scenario(
 
 def run_demo(root: Path, out: Path, echo: Callable[[str], None]) -> pl.DataFrame:
     """Ingest every scenario under `root` into `out/<scenario>.tq`; print and return the summary."""
-    rows = []
+    rows, found = [], []
+    playbooks = load_catalog().playbooks
     for folder in scenario_dirs(root):
         labels = orjson.loads((folder / LABELS).read_bytes())
         target = out / f"{folder.name}.tq"
@@ -51,6 +53,19 @@ def run_demo(root: Path, out: Path, echo: Callable[[str], None]) -> pl.DataFrame
         ingest_scenario(folder, target, echo, options)
         with Session(Dataset(target)) as session:
             summary = session.query(load("demo_summary")).to_dicts()[0]
+            diagnosis = diagnose(session, playbooks)
+        failed = [f for f in diagnosis.findings if f.status == "fail"]
+        found.append(
+            {
+                "scenario": folder.name,
+                "expected": ", ".join(labels["expected_playbooks"]) or "-",
+                "findings": ", ".join(f.id for f in failed) or "-",
+                "first finding's top cause": next(
+                    (c.id for f in failed[:1] for c in f.causes[:1] if c.status == "confirmed"),
+                    "-",
+                ),
+            }
+        )
         rows.append(
             {
                 "scenario": folder.name,
@@ -61,6 +76,9 @@ def run_demo(root: Path, out: Path, echo: Callable[[str], None]) -> pl.DataFrame
     frame = pl.DataFrame(rows)
     echo(f"\ndatasets: {out}\n\nper scenario (ms; shares of e2e)")
     echo(render_frame(frame, "table").rstrip("\n"))
+    echo("\nfindings per scenario (traceq diagnose; worst first) beside the labels")
+    echo(render_frame(pl.DataFrame(found), "table").rstrip("\n"))
     first = scenario_dirs(root)[0].name if rows else "healthy"
     echo(f'\nnext: traceq sql {out / (first + ".tq")} "SELECT * FROM kpi_latency"')
+    echo(f"      traceq diagnose {out / 'kv-pressure.tq'}")
     return frame

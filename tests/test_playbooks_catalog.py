@@ -1,0 +1,106 @@
+"""Every playbook fires on the scenario that injects its fault and stays quiet on healthy
+runs (table-driven, sqlglot-fixture style: scenario → findings expected, cause ranked first).
+Datasets are the committed sample_traces/ (seed 1) plus `traceq synth` at other seeds."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.playbook_helpers import SAMPLES, failing, ingest_folder, run, synth_dataset
+from traceq.playbooks import load_catalog
+
+# scenario → {playbook that must fire: cause that must rank first}
+FIRES = {
+    "long-output-tail": {"long-request-tail": "long-outputs"},
+    "client-jitter": {"tbt-jitter": "client-only"},
+    "prefill-interference": {
+        "prefill-interference": "chunked-prefill-off",
+        "tbt-jitter": "prefill-interference",
+    },
+    "kv-pressure": {"kv-pressure": "kv-budget-small"},
+    "queue-overload": {"ttft-queueing": "arrival-burst", "slo-goodput": "ttft-misses"},
+    "slow-tokenizer": {"tokenizer-overhead": "slow-tokenizer", "gpu-underutilized": None},
+    "warm-up-skew": {"warm-up-skew": "right-after-startup"},
+    "gpu-throttle": {"slow-decode": "gpu-throttle"},
+    "fixed-length": {"unrealistic-load": None},
+    "errors": {"error-rate": "timeouts"},
+    "low-prefix-reuse": {"ttft-prefill": "prefix-cache-off"},
+}
+
+# playbook → scenarios where it must stay quiet (besides healthy, where all must)
+QUIET = {
+    "long-request-tail": ["fixed-length", "queue-overload", "slow-tokenizer"],
+    "tbt-jitter": ["gpu-throttle", "slow-tokenizer", "long-output-tail"],
+    "prefill-interference": ["client-jitter", "kv-pressure", "warm-up-skew"],
+    "warm-up-skew": ["gpu-throttle", "queue-overload", "kv-pressure"],
+    "ttft-queueing": ["slow-tokenizer", "gpu-throttle", "warm-up-skew"],
+    "ttft-prefill": ["slow-tokenizer", "queue-overload", "kv-pressure"],
+    "tokenizer-overhead": ["queue-overload", "low-prefix-reuse", "errors"],
+    "slow-decode": ["slow-tokenizer", "fixed-length", "client-jitter"],
+    "kv-pressure": ["queue-overload", "errors", "prefill-interference"],
+    "gpu-underutilized": ["gpu-throttle", "kv-pressure", "queue-overload"],
+    "unrealistic-load": ["healthy", "long-output-tail", "kv-pressure"],
+    "error-rate": ["queue-overload", "kv-pressure", "client-jitter"],
+    "slo-goodput": ["slow-tokenizer", "client-jitter", "fixed-length"],
+}
+
+
+@pytest.fixture(scope="module")
+def samples(tmp_path_factory):
+    root = tmp_path_factory.mktemp("samples")
+    names = sorted(set(FIRES) | {s for v in QUIET.values() for s in v} | {"healthy"})
+    return {name: run(ingest_folder(SAMPLES / name, root / f"{name}.tq")) for name in names}
+
+
+def test_every_playbook_has_a_fires_and_a_quiet_case():
+    ids = {p.id for p in load_catalog().playbooks}
+    fired = {pid for expected in FIRES.values() for pid in expected}
+    assert ids == fired == set(QUIET)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "playbook", "cause"),
+    [(s, p, c) for s, expected in FIRES.items() for p, c in expected.items()],
+)
+def test_fires(samples, scenario, playbook, cause):
+    found = failing(samples[scenario])
+    assert playbook in found, f"{playbook} did not fire on {scenario}"
+    finding = found[playbook]
+    assert finding.windows and finding.windows[0]["start"] < finding.windows[0]["end"]
+    assert finding.message and "n/a" not in finding.message.split(";")[0]
+    if cause:
+        assert finding.causes[0].id == cause, [(c.id, c.strength) for c in finding.causes]
+        assert finding.causes[0].status == "confirmed"
+
+
+@pytest.mark.parametrize(
+    ("playbook", "scenario"), [(p, s) for p, scenarios in QUIET.items() for s in scenarios]
+)
+def test_quiet(samples, playbook, scenario):
+    statuses = {f.id: f.status for f in samples[scenario].findings}
+    assert statuses[playbook] == "pass", f"{playbook} fired on {scenario}"
+
+
+def test_healthy_sample_fires_nothing(samples):
+    d = samples["healthy"]
+    assert {f.status for f in d.findings} == {"pass"}, [
+        (f.id, f.message) for f in d.findings if f.status != "pass"
+    ]
+
+
+@pytest.mark.parametrize("seed", [2, 3, 4])
+def test_healthy_fires_nothing_at_other_seeds(tmp_path, seed):
+    d = run(synth_dataset(tmp_path, "healthy", seed, requests=48))
+    assert not [(f.id, f.status, f.message) for f in d.findings if f.status != "pass"]
+
+
+# The kv-pressure scenario's strength depends on the seed (labels.json truth: 1531
+# preemptions at seed 1, 162 at seed 2, 0 at seed 3); seed 2 is one where it bites.
+@pytest.mark.parametrize(
+    ("scenario", "seed", "playbook"),
+    [("kv-pressure", 2, "kv-pressure"), ("client-jitter", 7, "tbt-jitter"),
+     ("slow-tokenizer", 7, "tokenizer-overhead"), ("fixed-length", 7, "unrealistic-load")],
+)  # fmt: skip
+def test_fires_at_another_seed(tmp_path, scenario, seed, playbook):
+    d = run(synth_dataset(tmp_path, scenario, seed))
+    assert playbook in failing(d)

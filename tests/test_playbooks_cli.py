@@ -1,0 +1,106 @@
+"""`traceq diagnose / explain / playbooks` as a user runs them: formats, exit codes, lint."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tests.playbook_helpers import ROOT, SAMPLES, ingest_folder
+from traceq.cli import cli
+from traceq.playbooks import builtin_dir, load_catalog
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), standalone_mode=True)
+
+
+@pytest.fixture(scope="module")
+def kv(tmp_path_factory):
+    return ingest_folder(SAMPLES / "kv-pressure", tmp_path_factory.mktemp("kv") / "kv.tq")
+
+
+def test_diagnose_text_fails_with_exit_1_and_names_the_window(kv):
+    r = invoke("diagnose", str(kv))
+    assert r.exit_code == 1, r.output
+    assert "FAIL  [high] kv-pressure" in r.output
+    assert "window: 2025-06-15 10:00" in r.output
+    assert r.output.rstrip().splitlines()[-1].startswith("13 playbooks on")
+
+
+def test_diagnose_json_is_the_findings_plus_run_metadata(kv):
+    r = invoke("diagnose", str(kv), "--format", "json", "--only", "kv-pressure,error-rate")
+    data = json.loads(r.output)
+    assert {"findings", "dataset", "dataset_hash", "traceq_version", "started_at"} <= set(data)
+    by_id = {f["id"]: f for f in data["findings"]}
+    assert set(by_id) == {"kv-pressure", "error-rate"}
+    kvf = by_id["kv-pressure"]
+    assert kvf["status"] == "fail" and kvf["windows"][0]["start"] < kvf["windows"][0]["end"]
+    assert kvf["params"] == {"kv_full": 0.95, "min_preemptions": 1}
+    assert kvf["dataset_hash"] == data["dataset_hash"]
+
+
+def test_fail_on_threshold_and_params_and_config(kv, tmp_path):
+    assert invoke("diagnose", str(kv), "--fail-on", "critical").exit_code == 0
+    r = invoke("diagnose", str(kv), "--only", "kv-pressure", "--param", "kv-pressure.kv_full=1.5",
+               "--param", "kv-pressure.min_preemptions=5")  # fmt: skip
+    assert r.exit_code == 0, r.output  # stricter thresholds: nothing fires
+    config = tmp_path / "traceq.toml"
+    config.write_text('[diagnose]\nfail_on = "critical"\nformat = "markdown"\n')
+    r = invoke("diagnose", str(kv), "--config", str(config))
+    assert r.exit_code == 0 and r.output.startswith("# traceq diagnose")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--param", "kv-pressure.nope=1"),
+        ("--param", "no-such.kv_full=1"),
+        ("--param", "novalue"),
+        ("--only", "no-such-playbook"),
+    ],
+)
+def test_usage_errors_exit_2(kv, args):
+    assert invoke("diagnose", str(kv), *args).exit_code == 2
+
+
+def test_missing_dataset_is_a_one_line_error(tmp_path):
+    r = invoke("diagnose", str(tmp_path / "none.tq"))
+    assert r.exit_code == 2 and "not a traceq dataset" in r.output
+
+
+def test_explain_and_list():
+    r = invoke("explain", "tbt-jitter")
+    assert r.exit_code == 0
+    for heading in ("## What it detects", "## Why it matters", "## Parameters", "## References"):
+        assert heading in r.output
+    assert "stall_floor_ms" in r.output and "seed part 1 §5.1" in r.output
+    assert invoke("explain", "nope").exit_code == 2
+    listed = invoke("playbooks", "list").output.splitlines()
+    assert len(listed) == 13 and listed[0].startswith("error-rate")
+
+
+def test_lint_binds_every_query_against_the_real_views():
+    r = invoke("playbooks", "lint")
+    assert r.exit_code == 0, r.output
+    assert "13 playbooks, 0 issue(s)" in r.output
+
+
+def test_lint_reports_an_unknown_column_with_file_and_field(tmp_path):
+    text = Path(load_catalog().by_id()["tokenizer-overhead"].source).read_text()
+    (tmp_path / "mine.yaml").write_text(text.replace("tokenize_p50_ms >=", "tokenise_p50 >="))
+    r = invoke("playbooks", "lint", str(tmp_path))
+    assert r.exit_code == 1
+    assert "mine.yaml: symptom.sql:" in r.output and "tokenise_p50" in r.output
+
+
+def test_playbooks_ship_inside_the_package():
+    assert builtin_dir().is_relative_to(ROOT / "traceq")
+    assert (ROOT / "playbooks").resolve() == builtin_dir().resolve()
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    globs = data["tool"]["setuptools"]["package-data"]["traceq"]
+    assert "playbooks/catalog/*.yaml" in globs
+    assert len(list(builtin_dir().glob("*.yaml"))) == 13

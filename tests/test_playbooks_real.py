@@ -1,0 +1,81 @@
+"""Real server logs (tests/data/real/) give sensible findings or not_applicable, never an
+error: the KV-full / preemption samples flag kv-pressure, engines that failed at start-up
+give an error-rate finding naming the failure, an orderly SIGTERM shutdown is not a crash."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.playbook_helpers import REAL, run
+from traceq.ingest import IngestOptions, ingest
+
+LOGS = sorted(p for p in (REAL / "vllm").glob("*.log")) + sorted((REAL / "sglang").glob("*.log"))
+
+
+@pytest.fixture(scope="module")
+def diagnoses(tmp_path_factory):
+    root = tmp_path_factory.mktemp("real")
+    out = {}
+    for log in LOGS:
+        target = root / f"{log.stem}.tq"
+        ingest([log], target, options=IngestOptions(year=2025))
+        out[log.stem] = run(target)
+    return out
+
+
+def test_no_playbook_errors_on_any_real_log(diagnoses):
+    errors = [(name, f.id, f.message) for name, d in diagnoses.items() for f in d.findings
+              if f.status == "error"]  # fmt: skip
+    assert not errors
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "vllm_v0_0.2.x_llm_engine_kv_near_full_single_req_hang",
+        "vllm_v0_0.4.1_stats_rate8_pending323_kv99_zhjunqin_excerpt",
+        "vllm_v0_0.6.x_h100_llama405b_preempt_recompute_101_pending_reflowed_rocmblog",
+        "vllm_v0_0.7.3_offline_a100_qwen25_7b_util0.5_recompute_preemption_cuda_blocks_tqdm_cr_symbolu_excerpt",
+    ],
+)
+def test_kv_full_and_preemption_logs_flag_kv_pressure(diagnoses, name):
+    f = {f.id: f for f in diagnoses[name].findings}["kv-pressure"]
+    assert f.status == "fail", f.message
+    assert f.causes[0].status == "confirmed"
+
+
+@pytest.mark.parametrize(
+    ("name", "named"),
+    [
+        ("vllm_v1_0.10.1.1_engine_failed_negative_kv_dennislee22", "EngineCore failed to start"),
+        (
+            "vllm_v1_0.25.1_dgxspark_startup_fail_kv_too_small_for_262k_after_unpinned_redownload_sostrowsk",
+            "18.35 GiB KV cache is needed",
+        ),
+    ],
+)
+def test_engine_that_died_at_startup_gives_an_error_rate_finding(diagnoses, name, named):
+    f = {f.id: f for f in diagnoses[name].findings}["error-rate"]
+    assert f.status == "fail"
+    assert named in f.message
+    assert f.causes[0].id == "engine-failure" and f.causes[0].status == "confirmed"
+
+
+def test_sigterm_shutdown_is_not_an_engine_failure(diagnoses):
+    name = "vllm_v1_0.25.1_dgxspark_laguna_dflash_low_accept_400s_sigterm_enginedead_sostrowsk"
+    d = diagnoses[name]
+    f = {f.id: f for f in d.findings}["error-rate"]
+    assert "engine_dead" not in f.message
+    assert not any(c.id == "engine-failure" and c.status == "confirmed" for c in f.causes)
+
+
+def test_healthy_real_logs_raise_no_high_severity_finding(diagnoses):
+    for name in (
+        "vllm_v1_0.10.1.1_stats_10conc_1k_4k_A100_dennislee22_excerpt",
+        "vllm_v1_0.11.2_full_startup_and_bench_conc1_4_8_llama3_8b_faradawn",
+        "vllm_v1_0.21.0_docker_startup_tail_qwen3_0.6b_3090ti_routes_pufferfish",
+        "vllm_v1_0.11.0_t4_sm75_embedding_startup_benign_fa2_error_xformers_fallback_zjpzhao",
+    ):
+        bad = [(f.id, f.message) for f in diagnoses[name].findings
+               if f.status == "fail" and f.severity in ("high", "critical")]  # fmt: skip
+        assert not bad, name

@@ -1,0 +1,293 @@
+"""Run playbooks over a dataset: requires → symptom → windows → figures, causes, evidence.
+
+Per playbook (each in its own try, so one that errors is reported as `error` and the others
+still run):
+
+1. every `requires` query must count at least `min_rows`, else `not_applicable` naming
+   the missing data (never `pass`);
+2. `symptom.sql` returns one row per time window with `ts`, `ts_end`, `fired` (and an
+   optional `score`); adjacent fired windows merge into incidents (`windows.py`); none
+   fired → `pass`;
+3. `symptom.figures` runs per incident with `$start` / `$end` bound and gives the figures
+   inside and outside it; the worst incident's figures fill the one-line message;
+4. each cause's check runs on the worst incident and returns `strength` 0-1; causes are
+   ranked by it (confirmed first), a cause whose data is missing is `not_applicable` and
+   says what would decide it;
+5. evidence queries (bounded tables) and example requests.
+
+Parameters bind as DuckDB `$name` values: defaults from the file, overridden per playbook.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import string
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import polars as pl
+
+from traceq.findings import Cause, Diagnosis, Evidence, Finding, severity_rank
+from traceq.playbooks.model import PARAM_REF, CauseSpec, Playbook, Requirement
+from traceq.playbooks.rollups import materialise
+from traceq.playbooks.windows import merge_windows
+from traceq.session import QueryError, Session
+
+STATUS_ORDER = {"fail": 0, "warn": 1, "error": 2, "not_applicable": 3, "pass": 4}
+CAUSE_ORDER = {"confirmed": 0, "not_confirmed": 1, "not_applicable": 2, "error": 3}
+
+
+@dataclass
+class Options:
+    """How a run binds and bounds: per-playbook parameter overrides (`--param ID.NAME=V`),
+    incidents kept per finding, rows per evidence table, example requests."""
+
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    max_windows: int = 5
+    evidence_rows: int = 20
+    examples: int = 5
+
+
+def diagnose(
+    session: Session, playbooks: list[Playbook], options: Options | None = None
+) -> Diagnosis:
+    """Run `playbooks` on `session`'s dataset; findings worst first."""
+    options = options or Options()
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    digest = dataset_hash(session)
+    rollup_error = None
+    try:
+        materialise(session)
+    except QueryError as exc:  # playbooks then read the views themselves
+        rollup_error = str(exc)
+    findings = []
+    for pb in playbooks:
+        params = {**pb.defaults(), **options.overrides.get(pb.id, {})}
+        finding = run_playbook(session, pb, params, options)
+        finding.dataset_hash = digest
+        if rollup_error and finding.status == "error":
+            finding.message += f" (rollups failed first: {rollup_error})"
+        findings.append(finding)
+    findings.sort(key=lambda f: (STATUS_ORDER[f.status], -severity_rank(f.severity), f.id))
+    return Diagnosis(
+        findings=findings,
+        dataset=str(session.dataset.root),
+        dataset_hash=digest,
+        traceq_version=_version(),
+        started_at=started_at,
+        elapsed_s=round(time.perf_counter() - t0, 3),
+        time_range=_time_range(session),
+    )
+
+
+def run_playbook(
+    session: Session, pb: Playbook, params: dict[str, Any], options: Options | None = None
+) -> Finding:
+    """One playbook → one Finding; any failure becomes status `error`."""
+    options = options or Options()
+    t0 = time.perf_counter()
+    finding = Finding(
+        id=pb.id,
+        status="pass",
+        severity=pb.severity,  # type: ignore[arg-type]
+        title=pb.title,
+        message="",
+        references=list(pb.references),
+        params=dict(params),
+    )
+    try:
+        _run(session, pb, params, options, finding)
+    except (QueryError, KeyError, ValueError, TypeError, IndexError) as exc:
+        finding.status = "error"
+        finding.message = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+    finding.elapsed_s = round(time.perf_counter() - t0, 4)
+    return finding
+
+
+def _run(
+    session: Session, pb: Playbook, params: dict[str, Any], options: Options, f: Finding
+) -> None:
+    unmet = unmet_requirements(session, pb.requires, params)
+    if unmet:
+        f.status = "not_applicable"
+        f.message = "not enough data: needs " + "; ".join(unmet)
+        f.next_checks = [f"Add {need}" for need in unmet]
+        return
+    frame = session.query(pb.symptom_sql, bind(pb.symptom_sql, params))
+    incidents = merge_windows(frame)
+    if not incidents:
+        f.message = "symptom not seen in any window"
+        return
+    worst = max(incidents, key=lambda w: (w.get("score") or 0.0, w["end"] - w["start"]))
+    kept = sorted(incidents, key=lambda w: -(w.get("score") or 0.0))[: options.max_windows]
+    for w in kept:
+        w.update(_when(w["start"], w["end"]))
+        w.update(_row(session, pb.figures_sql, {**params, "start": w["start"], "end": w["end"]}))
+    f.windows = sorted(kept, key=lambda w: w["start"])
+    at = {**params, "start": worst["start"], "end": worst["end"]}
+    figures = next(w for w in kept if w["start"] == worst["start"])
+    f.status = "fail"
+    more = f" (+{len(incidents) - 1} more window(s))" if len(incidents) > 1 else ""
+    f.message = fmt(pb.message, {**params, **figures}) + more
+    f.causes = rank_causes([check_cause(session, c, at) for c in pb.causes])
+    confirmed_fixes = [x for c in pb.causes for x in c.fixes if _confirmed(f.causes, c.id)]
+    f.fixes = list(dict.fromkeys(confirmed_fixes + list(pb.fixes)))
+    f.next_checks = list(pb.next_checks) + [
+        f"To decide '{c.title}': {c.needs}" for c in f.causes if c.status == "not_applicable"
+    ]
+    f.evidence = [
+        _evidence(session, q.id, q.title, q.sql, at, options.evidence_rows) for q in pb.evidence
+    ]
+    if pb.examples_sql:
+        rows = session.execute(
+            pb.examples_sql, bind(pb.examples_sql, at), row_cap=options.examples
+        ).frame
+        if rows.width:
+            f.example_requests = [str(x) for x in rows.to_series(0).to_list()]
+
+
+def unmet_requirements(
+    session: Session, requires: tuple[Requirement, ...], params: dict[str, Any]
+) -> list[str]:
+    """The `needs` text of every requirement whose query counts fewer than `min_rows`."""
+    unmet = []
+    for r in requires:
+        row = session.query(r.sql, bind(r.sql, params)).row(0) if r.sql else (0,)
+        n = row[0] if row and row[0] is not None else 0
+        if n < r.min_rows:
+            unmet.append(f"{r.needs} (found {n:g}, need {r.min_rows})")
+    return unmet
+
+
+def check_cause(session: Session, spec: CauseSpec, at: dict[str, Any]) -> Cause:
+    """Run one cause's confirming check on the worst incident."""
+    cause = Cause(id=spec.id, title=spec.title, status="not_confirmed")
+    try:
+        unmet = unmet_requirements(session, spec.requires, at)
+        if unmet:
+            cause.status = "not_applicable"
+            cause.needs = "; ".join(unmet)
+            return cause
+        row = _row(session, spec.sql, at)
+    except QueryError as exc:
+        cause.status = "error"
+        cause.evidence = " ".join(str(exc).split())[:200]
+        return cause
+    strength = row.get("strength")
+    if strength is None:
+        cause.status = "not_applicable"
+        cause.needs = "; ".join(r.needs for r in spec.requires) or "data for this check"
+        return cause
+    cause.strength = round(max(0.0, min(1.0, float(strength))), 3)
+    cause.evidence = fmt(spec.evidence, {**at, **row})
+    cause.status = "confirmed" if cause.strength >= spec.confirm_at else "not_confirmed"
+    return cause
+
+
+def rank_causes(causes: list[Cause]) -> list[Cause]:
+    """Confirmed first, then by strength (the check's support), never by file order."""
+    return sorted(causes, key=lambda c: (CAUSE_ORDER[c.status], -c.strength))
+
+
+def _confirmed(causes: list[Cause], cid: str) -> bool:
+    return any(c.id == cid and c.status == "confirmed" for c in causes)
+
+
+def bind(sql: str, values: dict[str, Any]) -> dict[str, Any]:
+    """The values of the `$name` parameters `sql` uses (DuckDB refuses unused ones)."""
+    return {name: values[name] for name in dict.fromkeys(PARAM_REF.findall(sql))}
+
+
+def _row(session: Session, sql: str, values: dict[str, Any]) -> dict[str, Any]:
+    frame = session.query(sql, bind(sql, values))
+    return {k: _plain_value(v) for k, v in frame.row(0, named=True).items()} if frame.height else {}
+
+
+def _plain_value(v: Any) -> Any:
+    """JSON-ready: DuckDB's DECIMAL sums become floats, floats are rounded for reading."""
+    if isinstance(v, Decimal):
+        v = float(v)
+    return round(v, 4) if isinstance(v, float) else v
+
+
+def _evidence(
+    session: Session, qid: str, title: str, sql: str, at: dict[str, Any], cap: int
+) -> Evidence:
+    results = session.execute(sql, bind(sql, at), row_cap=cap)
+    return Evidence(
+        id=qid,
+        title=title,
+        sql=sql.strip(),
+        columns=results.columns,
+        rows=_plain(results.frame),
+        truncated=results.truncated,
+    )
+
+
+def _plain(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    """Rows as JSON-ready dicts (floats rounded for reading)."""
+    return [{k: _plain_value(v) for k, v in row.items()} for row in frame.to_dicts()]
+
+
+class _Formatter(string.Formatter):
+    """str.format that prints `n/a` for a missing or null figure instead of failing."""
+
+    def get_value(self, key: Any, args: Any, kwargs: Any) -> Any:
+        return kwargs.get(key) if isinstance(key, str) else super().get_value(key, args, kwargs)
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if value is None:
+            return "n/a"
+        try:
+            return super().format_field(value, format_spec)
+        except (ValueError, TypeError):
+            return str(value)
+
+
+def fmt(template: str, values: dict[str, Any]) -> str:
+    """Fill a message template with figures.
+
+    >>> fmt("p99 {p99:.0f} ms, {share:.0%} queued, {gone:.1f}", {"p99": 812.4, "share": 0.73})
+    'p99 812 ms, 73% queued, n/a'
+    """
+    return _Formatter().format(template.strip(), **values)
+
+
+def _when(start: int, end: int) -> dict[str, Any]:
+    """Readable forms of an incident window (UTC)."""
+    at = datetime.fromtimestamp(start / 1e9, UTC)
+    return {
+        "start_at": at.isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "end_at": datetime.fromtimestamp(end / 1e9, UTC)
+        .isoformat(timespec="seconds")
+        .replace("+00:00", "Z"),
+        "duration_s": round((end - start) / 1e9, 3),
+    }
+
+
+def dataset_hash(session: Session) -> str:
+    """A short hash of the dataset's sources (their content hashes), stable across runs."""
+    ids = sorted(str(s.get("source_id")) for s in session.manifest.get("sources", []))
+    return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+
+
+def _time_range(session: Session) -> dict[str, int | None]:
+    try:
+        row = session.query("SELECT t_start, t_end FROM diag_window")
+    except QueryError:
+        return {}
+    if not row.height:
+        return {"start": None, "end": None}
+    return {"start": row["t_start"][0], "end": row["t_end"][0]}
+
+
+def _version() -> str:
+    try:
+        return version("traceq")
+    except PackageNotFoundError:
+        return "unknown"

@@ -1,0 +1,85 @@
+"""Find and load playbook files: `yaml.safe_load`, then the schema check of `model.py`.
+
+The built-in catalogue ships inside the package (`traceq/playbooks/catalog/`, which the
+top-level `playbooks/` of a source checkout links to), so a pip-installed traceq finds it.
+Every problem of every file is collected before anything is reported.
+
+>>> report = load_catalog()
+>>> report.issues, len(report.playbooks) >= 13
+([], True)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from traceq.playbooks.model import Issue, Playbook
+
+
+@dataclass
+class LoadReport:
+    playbooks: list[Playbook] = field(default_factory=list)
+    issues: list[Issue] = field(default_factory=list)
+
+    def by_id(self) -> dict[str, Playbook]:
+        return {p.id: p for p in self.playbooks}
+
+
+def builtin_dir() -> Path:
+    """The directory of the built-in playbooks (inside the installed package)."""
+    return Path(str(resources.files("traceq.playbooks").joinpath("catalog")))
+
+
+def load_dir(directory: str | os.PathLike[str]) -> LoadReport:
+    """Every `*.yaml` / `*.yml` under `directory`, validated; issues for every bad file."""
+    root = Path(directory)
+    report = LoadReport()
+    if not root.is_dir():
+        report.issues.append(Issue(str(root), "(directory)", "not a directory"))
+        return report
+    files = sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    if not files:
+        report.issues.append(Issue(str(root), "(directory)", "no *.yaml playbook files"))
+    for path in files:
+        load_file(path, report)
+    seen: dict[str, str] = {}
+    for pb in report.playbooks:
+        if pb.id in seen:
+            report.issues.append(
+                Issue(pb.source, "id", f"{pb.id!r} is also defined in {seen[pb.id]}")
+            )
+        seen.setdefault(pb.id, pb.source)
+    return report
+
+
+def load_file(path: Path, report: LoadReport) -> None:
+    """Parse one file safely and add its playbook or its issues to `report`."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError, OSError) as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        where = f"line {line + 1}" if line is not None else "(file)"
+        message = " ".join(str(exc).split())
+        report.issues.append(Issue(str(path), where, f"not valid YAML: {message}"))
+        return
+    pb, issues = Playbook.from_dict(data, source=str(path))
+    report.issues += issues
+    if pb is not None:
+        report.playbooks.append(pb)
+
+
+def load_catalog(extra: str | os.PathLike[str] | None = None) -> LoadReport:
+    """The built-in playbooks, plus (or overridden by id) those of `extra`."""
+    report = load_dir(builtin_dir())
+    if extra is None:
+        return report
+    more = load_dir(extra)
+    ids = {p.id for p in more.playbooks}
+    report.playbooks = [p for p in report.playbooks if p.id not in ids] + more.playbooks
+    report.issues += more.issues
+    return report

@@ -1,0 +1,306 @@
+"""What a playbook file holds, and the schema check that reports every problem at once.
+
+A playbook is one YAML file (playbooks/README.md describes the fields). `from_dict` never
+stops at the first problem: it collects each one as `Issue(file, field, message)` (the
+pySigma `collect_errors` pattern), so `traceq playbooks lint` lists them all.
+
+>>> pb, issues = Playbook.from_dict({"id": "x"}, source="x.yaml")
+>>> pb is None, sorted(i.field for i in issues)[:3]
+(True, ['causes', 'doc', 'false_positives'])
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from traceq.findings import SEVERITIES
+
+SCHEMA_VERSION = 1
+ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+PARAM_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+PARAM_REF = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+BUILTINS = ("start", "end")
+"""Bound by the engine: the window (ns) of the incident being explained."""
+DOC_SECTIONS = ("what", "why")
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One problem in a playbook file: where, which field, what is wrong."""
+
+    file: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.field}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    default: float | int | str
+    unit: str
+    doc: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """Data a check needs: `sql` returns one number (rows), at least `min_rows`."""
+
+    sql: str
+    needs: str
+    min_rows: int = 1
+
+
+@dataclass(frozen=True)
+class Query:
+    id: str
+    title: str
+    sql: str
+
+
+@dataclass(frozen=True)
+class CauseSpec:
+    """A possible cause and its confirming check: `sql` returns one row whose `strength`
+    column (0–1) says how strongly the data supports the cause; `evidence` formats it."""
+
+    id: str
+    title: str
+    sql: str
+    evidence: str
+    confirm_at: float = 0.5
+    requires: tuple[Requirement, ...] = ()
+    fixes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Playbook:
+    id: str
+    title: str
+    severity: str
+    doc: dict[str, str]
+    requires: tuple[Requirement, ...]
+    params: dict[str, Param]
+    symptom_sql: str
+    figures_sql: str
+    message: str
+    causes: tuple[CauseSpec, ...]
+    evidence: tuple[Query, ...]
+    examples_sql: str
+    fixes: tuple[str, ...]
+    next_checks: tuple[str, ...]
+    false_positives: tuple[str, ...]
+    references: tuple[str, ...]
+    tags: tuple[str, ...] = ()
+    source: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def defaults(self) -> dict[str, Any]:
+        return {name: p.default for name, p in self.params.items()}
+
+    def queries(self) -> list[tuple[str, str]]:
+        """(field, sql) of every query in the playbook, for lint and binding checks."""
+        out = [(f"requires[{i}].sql", r.sql) for i, r in enumerate(self.requires)]
+        out += [("symptom.sql", self.symptom_sql), ("symptom.figures", self.figures_sql)]
+        for c in self.causes:
+            out += [(f"causes.{c.id}.requires[{i}].sql", r.sql) for i, r in enumerate(c.requires)]
+            out.append((f"causes.{c.id}.sql", c.sql))
+        out += [(f"evidence.{e.id}.sql", e.sql) for e in self.evidence]
+        if self.examples_sql:
+            out.append(("examples.sql", self.examples_sql))
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Any, *, source: str) -> tuple[Playbook | None, list[Issue]]:
+        """Validate `d` (a loaded YAML document); return the playbook and every issue."""
+        v = _Validator(source)
+        if not isinstance(d, dict):
+            v.add("(file)", "a playbook is a mapping of fields")
+            return None, v.issues
+        if d.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
+            v.add("schema_version", f"must be {SCHEMA_VERSION}")
+        pid = v.text(d, "id")
+        if pid and not ID.match(pid):
+            v.add("id", f"{pid!r} is not kebab-case (e.g. kv-pressure)")
+        severity = v.text(d, "severity")
+        if severity and severity not in SEVERITIES:
+            v.add("severity", f"{severity!r} is not one of {', '.join(SEVERITIES)}")
+        doc = v.mapping(d, "doc")
+        for section in DOC_SECTIONS:
+            if doc is not None and not str(doc.get(section) or "").strip():
+                v.add(f"doc.{section}", "missing (explain prints it)")
+        params = v.params(d.get("params") or {})
+        symptom = v.mapping(d, "symptom") or {}
+        pb = cls(
+            id=pid or "",
+            title=v.text(d, "title") or "",
+            severity=severity or "medium",
+            doc={k: str(x) for k, x in (doc or {}).items()},
+            requires=v.requirements(d.get("requires"), "requires", required=True),
+            params=params,
+            symptom_sql=v.text(symptom, "sql", "symptom.sql") or "",
+            figures_sql=v.text(symptom, "figures", "symptom.figures") or "",
+            message=v.text(symptom, "message", "symptom.message") or "",
+            causes=v.causes(d.get("causes")),
+            evidence=v.queries(d.get("evidence") or [], "evidence"),
+            examples_sql=str((d.get("examples") or {}).get("sql") or ""),
+            fixes=v.strings(d, "fixes", required=True),
+            next_checks=v.strings(d, "next_checks"),
+            false_positives=v.strings(d, "false_positives", required=True),
+            references=v.strings(d, "references", required=True),
+            tags=v.strings(d, "tags"),
+            source=source,
+            raw=d,
+        )
+        known = set(params) | set(BUILTINS)
+        for where, sql in pb.queries():
+            for name in PARAM_REF.findall(sql):
+                if name not in known:
+                    v.add(where, f"${name} is not a declared parameter")
+        return (None if v.issues else pb), v.issues
+
+
+class _Validator:
+    """Field readers that record an Issue instead of raising."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.issues: list[Issue] = []
+
+    def add(self, where: str, message: str) -> None:
+        self.issues.append(Issue(self.source, where, message))
+
+    def text(self, d: dict, key: str, where: str | None = None) -> str | None:
+        value = d.get(key)
+        if value is None or not str(value).strip():
+            self.add(where or key, "missing")
+            return None
+        if not isinstance(value, str):
+            self.add(where or key, f"must be text, got {type(value).__name__}")
+            return None
+        return value
+
+    def mapping(self, d: dict, key: str) -> dict | None:
+        value = d.get(key)
+        if not isinstance(value, dict):
+            self.add(key, "missing" if value is None else "must be a mapping")
+            return None
+        return value
+
+    def strings(self, d: dict, key: str, *, required: bool = False) -> tuple[str, ...]:
+        value = d.get(key)
+        if value is None or value == []:
+            if required:
+                self.add(key, "missing (a list of at least one entry)")
+            return ()
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            self.add(key, "must be a list of text entries")
+            return ()
+        return tuple(value)
+
+    def params(self, d: Any) -> dict[str, Param]:
+        if not isinstance(d, dict):
+            self.add("params", "must be a mapping name → {default, unit, doc, reason}")
+            return {}
+        out = {}
+        for name, spec in d.items():
+            where = f"params.{name}"
+            if not PARAM_NAME.match(str(name)):
+                self.add(where, "parameter names are snake_case")
+            if not isinstance(spec, dict):
+                self.add(where, "must be a mapping {default, unit, doc, reason}")
+                continue
+            for key in ("default", "unit", "doc", "reason"):
+                if spec.get(key) is None or str(spec.get(key)).strip() == "":
+                    self.add(f"{where}.{key}", "missing")
+            default = spec.get("default")
+            if default is not None and not isinstance(default, int | float | str):
+                self.add(f"{where}.default", "must be a number or text")
+            out[str(name)] = Param(
+                str(name),
+                default if isinstance(default, int | float | str) else 0,
+                str(spec.get("unit") or ""),
+                str(spec.get("doc") or ""),
+                str(spec.get("reason") or ""),
+            )
+        return out
+
+    def requirements(self, value: Any, where: str, *, required: bool) -> tuple[Requirement, ...]:
+        if not value:
+            if required:
+                self.add(where, "missing: say which data the playbook needs")
+            return ()
+        if not isinstance(value, list):
+            self.add(where, "must be a list of {sql, needs, min_rows}")
+            return ()
+        out = []
+        for i, r in enumerate(value):
+            here = f"{where}[{i}]"
+            if not isinstance(r, dict):
+                self.add(here, "must be a mapping {sql, needs, min_rows}")
+                continue
+            sql = self.text(r, "sql", f"{here}.sql")
+            needs = self.text(r, "needs", f"{here}.needs")
+            rows = r.get("min_rows", 1)
+            if not isinstance(rows, int) or rows < 0:
+                self.add(f"{here}.min_rows", "must be a non-negative integer")
+                rows = 1
+            out.append(Requirement(sql or "", needs or "", rows))
+        return tuple(out)
+
+    def queries(self, value: Any, where: str) -> tuple[Query, ...]:
+        if not isinstance(value, list):
+            self.add(where, "must be a list of {id, title, sql}")
+            return ()
+        out = []
+        for i, q in enumerate(value):
+            here = f"{where}[{i}]"
+            if not isinstance(q, dict):
+                self.add(here, "must be a mapping {id, title, sql}")
+                continue
+            out.append(
+                Query(
+                    self.text(q, "id", f"{here}.id") or "",
+                    self.text(q, "title", f"{here}.title") or "",
+                    self.text(q, "sql", f"{here}.sql") or "",
+                )
+            )
+        return tuple(out)
+
+    def causes(self, value: Any) -> tuple[CauseSpec, ...]:
+        if not isinstance(value, list) or not value:
+            self.add("causes", "missing: a list of causes, each with its confirming check")
+            return ()
+        out, seen = [], set()
+        for i, c in enumerate(value):
+            here = f"causes[{i}]"
+            if not isinstance(c, dict):
+                self.add(here, "must be a mapping")
+                continue
+            cid = self.text(c, "id", f"{here}.id") or ""
+            if cid in seen:
+                self.add(f"{here}.id", f"duplicate cause id {cid!r}")
+            seen.add(cid)
+            confirm = c.get("confirm_at", 0.5)
+            if not isinstance(confirm, int | float) or not 0 <= confirm <= 1:
+                self.add(f"{here}.confirm_at", "must be a number 0-1")
+                confirm = 0.5
+            fixes = c.get("fixes") or []
+            out.append(
+                CauseSpec(
+                    id=cid,
+                    title=self.text(c, "title", f"{here}.title") or "",
+                    sql=self.text(c, "sql", f"{here}.sql") or "",
+                    evidence=self.text(c, "evidence", f"{here}.evidence") or "",
+                    confirm_at=float(confirm),
+                    requires=self.requirements(
+                        c.get("requires"), f"{here}.requires", required=False
+                    ),
+                    fixes=tuple(str(x) for x in fixes) if isinstance(fixes, list) else (),
+                )
+            )
+        return tuple(out)

@@ -1,0 +1,319 @@
+-- Shared rollups of the playbook engine (traceq/playbooks/rollups.py): per-request and
+-- per-window statistics that several playbooks read. They are views like any other (so
+-- `traceq sql` and the docs see them); `traceq diagnose` materialises each one once per run
+-- into a temporary table of the same name, which shadows the view for the playbooks' queries.
+-- Constants that judge (stall definition) are the defaults of the tbt-jitter playbook's
+-- parameters; playbooks that take them as parameters recompute from gap_context.
+
+-- @view diag_window
+-- One row: the time grid of the per-window rollups. The run spans the first arrival to the
+-- last token (request_phases), else the engine stats, GPU samples or events; windows are
+-- window_s long, chosen so that a run has about 60 of them (at least 10 s, so a window holds
+-- several engine-stats lines, and at most 300 s, so a 20-minute incident spans four windows)
+-- and aligned on multiples of window_s since the epoch.
+CREATE OR REPLACE VIEW diag_window AS
+WITH spans AS (
+    SELECT 1 AS ord, min(t_arrival) AS t0, max(t_arrival + coalesce(e2e_ns, 0)) AS t1
+    FROM request_phases
+    UNION ALL
+    SELECT 2, min(ts), max(ts) FROM engine_stats
+    UNION ALL
+    SELECT 3, min(ts), max(ts) FROM gpu_samples
+    UNION ALL
+    SELECT 4, min(ts), max(ts) FROM events
+),
+first_known AS (
+    SELECT t0, t1 FROM spans WHERE t0 IS NOT NULL ORDER BY ord LIMIT 1
+),
+sized AS (
+    SELECT
+        t0,
+        t1,
+        CAST(least(300, greatest(10, ceil((t1 - t0) / 1e9 / 60))) AS BIGINT) AS w_s
+    FROM first_known
+)
+SELECT
+    -- First time of the run, ns since the Unix epoch (UTC).
+    t0 AS t_start,
+    -- Last time of the run (ns).
+    t1 AS t_end,
+    -- Window length (s).
+    w_s AS window_s,
+    -- Window length (ns).
+    w_s * 1000000000 AS window_ns,
+    -- Start of the first window (ns): t_start rounded down to a multiple of window_ns.
+    t0 // (w_s * 1000000000) * (w_s * 1000000000) AS grid_start
+FROM sized;
+
+-- @view request_tbt
+-- One row per request and token source (server spans, client spans): its chunk gaps
+-- summarised. A stall is a gap longer than max(4 × the request's median gap, 250 ms), the
+-- defaults of tbt-jitter's stall_k and stall_floor_ms.
+CREATE OR REPLACE VIEW request_tbt AS
+WITH per_request AS (
+    SELECT
+        request_id,
+        source_id,
+        count(tbt_ms) AS n_gaps,
+        quantile_cont(tbt_ms, 0.5) AS p50,
+        quantile_cont(tbt_ms, 0.99) AS p99,
+        max(tbt_ms) AS mx,
+        min(ts) AS t_first,
+        max(ts) AS t_last
+    FROM token_gaps
+    GROUP BY request_id, source_id
+),
+stalls AS (
+    SELECT g.request_id, g.source_id, count(*) AS n_stalls
+    FROM token_gaps AS g
+    JOIN per_request AS p USING (request_id, source_id)
+    WHERE g.tbt_ms > greatest(4 * p.p50, 250)
+    GROUP BY g.request_id, g.source_id
+)
+SELECT
+    -- Request id.
+    p.request_id AS request_id,
+    -- Source file of the chunks.
+    p.source_id AS source_id,
+    -- server or client: the view of the source that recorded the chunks.
+    r.view AS view,
+    -- First chunk, ns since the Unix epoch (UTC).
+    p.t_first AS t_first_token,
+    -- Last chunk (ns).
+    p.t_last AS t_last_token,
+    -- Gaps between consecutive chunks.
+    p.n_gaps AS n_gaps,
+    -- Median gap (ms).
+    p.p50 AS tbt_p50_ms,
+    -- 99th percentile gap (ms).
+    p.p99 AS tbt_p99_ms,
+    -- Longest gap (ms).
+    p.mx AS tbt_max_ms,
+    -- Gaps longer than max(4 × tbt_p50_ms, 250 ms).
+    coalesce(s.n_stalls, 0) AS stalls
+FROM per_request AS p
+LEFT JOIN stalls AS s USING (request_id, source_id)
+LEFT JOIN (
+    SELECT DISTINCT request_id, source_id, view FROM requests
+) AS r ON r.request_id = p.request_id AND r.source_id = p.source_id;
+
+-- @view gap_context
+-- One row per chunk gap (token_gaps rows with a gap) with what else happened meanwhile:
+-- the prompt tokens whose prefill other requests finished inside the gap (their first token
+-- fell in it; request_phases, uncached prompt tokens), the request's median gap, and the
+-- view of the source. The input of interference and stall checks.
+CREATE OR REPLACE VIEW gap_context AS
+WITH firsts AS (
+    SELECT
+        t_arrival + ttft_ns AS ts,
+        sum(greatest(coalesce(prompt_tokens, 0) - coalesce(cached_tokens, 0), 0)) AS tokens
+    FROM request_phases
+    WHERE ttft_ns IS NOT NULL
+    GROUP BY ALL
+),
+timeline AS (
+    SELECT ts, sum(tokens) OVER (ORDER BY ts) AS cum_tokens FROM firsts
+),
+gaps AS (
+    SELECT
+        request_id,
+        source_id,
+        ts - CAST(tbt_ns AS BIGINT) AS ts_prev,
+        ts,
+        tbt_ms
+    FROM token_gaps
+    WHERE tbt_ns IS NOT NULL
+),
+at_end AS (
+    SELECT g.*, coalesce(t.cum_tokens, 0) AS cum_end
+    FROM gaps AS g
+    ASOF LEFT JOIN timeline AS t ON g.ts >= t.ts
+),
+at_both AS (
+    SELECT g.*, coalesce(t.cum_tokens, 0) AS cum_start
+    FROM at_end AS g
+    ASOF LEFT JOIN timeline AS t ON g.ts_prev >= t.ts
+)
+SELECT
+    -- Request id.
+    b.request_id AS request_id,
+    -- Source file of the chunks.
+    b.source_id AS source_id,
+    -- server or client (view of the source).
+    q.view AS view,
+    -- Previous chunk, ns since the Unix epoch (UTC).
+    b.ts_prev AS ts_prev,
+    -- This chunk (ns).
+    b.ts AS ts,
+    -- The gap (ms).
+    b.tbt_ms AS tbt_ms,
+    -- The request's median gap (ms; request_tbt).
+    q.tbt_p50_ms AS req_tbt_p50_ms,
+    -- Uncached prompt tokens of requests whose first token fell inside the gap.
+    b.cum_end - b.cum_start AS prefill_tokens
+FROM at_both AS b
+JOIN request_tbt AS q ON q.request_id = b.request_id AND q.source_id = b.source_id;
+
+-- @view window_stats
+-- One row per time window of diag_window (every window of the run, empty ones included):
+-- requests by arrival (rate, TTFT, phases, errors), chunk gaps by time (TBT, stalls),
+-- engine stats (running, waiting, KV usage, preemptions) and GPU samples (activity,
+-- clocks) in the window. The grid every windowed playbook judges on.
+CREATE OR REPLACE VIEW window_stats AS
+WITH grid AS (
+    SELECT
+        w.window_s,
+        g.generate_series AS ts,
+        g.generate_series + w.window_ns AS ts_end
+    FROM diag_window AS w,
+        generate_series(w.grid_start, w.t_end, w.window_ns) AS g
+),
+req AS (
+    SELECT
+        w.grid_start + (r.t_arrival - w.grid_start) // w.window_ns * w.window_ns AS ts,
+        count(r.request_id) AS n,
+        count(r.error) AS errors,
+        quantile_cont(r.ttft_ms, 0.5) AS ttft_p50,
+        quantile_cont(r.ttft_ms, 0.99) AS ttft_p99,
+        quantile_cont(r.e2e_ms, 0.5) AS e2e_p50,
+        quantile_cont(r.e2e_ms, 0.99) AS e2e_p99,
+        quantile_cont(r.tpot_ms, 0.5) AS tpot_p50,
+        quantile_cont(r.tpot_ms, 0.99) AS tpot_p99,
+        quantile_cont(r.queue_ms, 0.5) AS queue_p50,
+        quantile_cont(r.tokenize_ms, 0.5) AS tokenize_p50,
+        sum(r.queue_ms) FILTER (WHERE r.error IS NULL AND r.queue_ms IS NOT NULL)
+        / nullif(sum(r.ttft_ms) FILTER (WHERE r.error IS NULL AND r.queue_ms IS NOT NULL), 0)
+            AS queue_share,
+        sum(r.tokenize_ms) FILTER (WHERE r.error IS NULL AND r.tokenize_ms IS NOT NULL)
+        / nullif(sum(r.ttft_ms) FILTER (WHERE r.error IS NULL AND r.tokenize_ms IS NOT NULL), 0)
+            AS tokenize_share,
+        sum(r.prefill_ms) FILTER (WHERE r.error IS NULL AND r.prefill_ms IS NOT NULL)
+        / nullif(sum(r.ttft_ms) FILTER (WHERE r.error IS NULL AND r.prefill_ms IS NOT NULL), 0)
+            AS prefill_share,
+        avg(r.prompt_tokens) AS prompt_mean,
+        sum(r.output_tokens) AS output_tokens
+    FROM request_phases AS r, diag_window AS w
+    GROUP BY ALL
+),
+tbt AS (
+    SELECT
+        w.grid_start + (c.ts - w.grid_start) // w.window_ns * w.window_ns AS ts,
+        count(*) AS n_gaps,
+        quantile_cont(c.tbt_ms, 0.5) AS tbt_p50,
+        quantile_cont(c.tbt_ms, 0.99) AS tbt_p99,
+        count(*) FILTER (WHERE c.tbt_ms > greatest(4 * c.req_tbt_p50_ms, 250)) AS stalls
+    FROM gap_context AS c, diag_window AS w
+    GROUP BY ALL
+),
+eng AS (
+    SELECT
+        w.grid_start + (e.ts - w.grid_start) // w.window_ns * w.window_ns AS ts,
+        count(*) AS n_stats,
+        avg(e.running) AS running,
+        max(e.waiting) AS waiting_max,
+        max(e.kv_usage) AS kv_max,
+        avg(e.gen_tps) AS gen_tps,
+        avg(e.prompt_tps) AS prompt_tps
+    FROM engine_stats AS e, diag_window AS w
+    GROUP BY ALL
+),
+pre AS (
+    SELECT
+        w.grid_start + (v.ts - w.grid_start) // w.window_ns * w.window_ns AS ts,
+        count(*) AS preemptions
+    FROM events AS v, diag_window AS w
+    WHERE v.kind = 'preemption'
+    GROUP BY ALL
+),
+gpu AS (
+    SELECT
+        w.grid_start + (s.ts - w.grid_start) // w.window_ns * w.window_ns AS ts,
+        count(*) AS n_gpu,
+        avg(s.util_gpu) AS util_gpu,
+        avg(s.sm_active) AS sm_active,
+        avg(s.dram_active) AS dram_active,
+        min(s.sm_clock_mhz) AS clock_min,
+        avg(s.sm_clock_mhz) AS clock_mean,
+        avg(s.sm_clock_mhz) FILTER (WHERE s.util_gpu >= 50) AS clock_busy
+    FROM gpu_samples AS s, diag_window AS w
+    GROUP BY ALL
+)
+SELECT
+    -- Window start, ns since the Unix epoch (UTC).
+    g.ts AS ts,
+    -- Window end (ns).
+    g.ts_end AS ts_end,
+    -- Requests arriving in the window (request_phases).
+    coalesce(r.n, 0) AS arrivals,
+    -- Arrivals per second.
+    coalesce(r.n, 0) / g.window_s AS arrival_rate,
+    -- Arrivals with an error.
+    coalesce(r.errors, 0) AS errors,
+    -- Median TTFT of the window's arrivals (ms).
+    r.ttft_p50 AS ttft_p50_ms,
+    -- 99th percentile TTFT (ms).
+    r.ttft_p99 AS ttft_p99_ms,
+    -- Median e2e (ms).
+    r.e2e_p50 AS e2e_p50_ms,
+    -- 99th percentile e2e (ms).
+    r.e2e_p99 AS e2e_p99_ms,
+    -- Median TPOT (ms).
+    r.tpot_p50 AS tpot_p50_ms,
+    -- 99th percentile TPOT (ms).
+    r.tpot_p99 AS tpot_p99_ms,
+    -- Median queue time (ms).
+    r.queue_p50 AS queue_p50_ms,
+    -- Median tokenization time (ms).
+    r.tokenize_p50 AS tokenize_p50_ms,
+    -- Share of the summed TTFT of the window's successful arrivals spent queueing.
+    r.queue_share AS queue_share,
+    -- Share of that TTFT spent tokenizing.
+    r.tokenize_share AS tokenize_share,
+    -- Share of that TTFT spent in prefill.
+    r.prefill_share AS prefill_share,
+    -- Mean prompt tokens of the window's arrivals.
+    r.prompt_mean AS prompt_tokens_mean,
+    -- Chunk gaps ending in the window (all sources).
+    coalesce(t.n_gaps, 0) AS gaps,
+    -- Median gap (ms).
+    t.tbt_p50 AS tbt_p50_ms,
+    -- 99th percentile gap (ms).
+    t.tbt_p99 AS tbt_p99_ms,
+    -- Gaps longer than max(4 × their request's median gap, 250 ms).
+    coalesce(t.stalls, 0) AS stalls,
+    -- Engine stats lines in the window.
+    coalesce(e.n_stats, 0) AS engine_samples,
+    -- Mean running requests.
+    e.running AS running_mean,
+    -- Most waiting requests seen.
+    e.waiting_max AS waiting_max,
+    -- Highest GPU KV-cache usage seen (ratio 0-1).
+    e.kv_max AS kv_usage_max,
+    -- Mean generation throughput (tokens/s).
+    e.gen_tps AS gen_tps,
+    -- Mean prompt throughput (tokens/s).
+    e.prompt_tps AS prompt_tps,
+    -- Preemption events in the window.
+    coalesce(p.preemptions, 0) AS preemptions,
+    -- GPU samples in the window (all GPUs).
+    coalesce(u.n_gpu, 0) AS gpu_samples,
+    -- Mean GPU utilisation (%).
+    u.util_gpu AS util_gpu,
+    -- Mean SM activity (ratio 0-1).
+    u.sm_active AS sm_active,
+    -- Mean DRAM activity (ratio 0-1).
+    u.dram_active AS dram_active,
+    -- Lowest SM clock (MHz).
+    u.clock_min AS sm_clock_min_mhz,
+    -- Mean SM clock (MHz).
+    u.clock_mean AS sm_clock_mhz,
+    -- Mean SM clock of the samples with util_gpu >= 50 % (MHz): idle GPUs clock down, so a
+    -- throttle shows only while busy.
+    u.clock_busy AS sm_clock_busy_mhz
+FROM grid AS g
+LEFT JOIN req AS r ON r.ts = g.ts
+LEFT JOIN tbt AS t ON t.ts = g.ts
+LEFT JOIN eng AS e ON e.ts = g.ts
+LEFT JOIN pre AS p ON p.ts = g.ts
+LEFT JOIN gpu AS u ON u.ts = g.ts
+ORDER BY g.ts;

@@ -1,6 +1,8 @@
 -- Second pass of the OpenTelemetry ingest, over one source's staged rows.
 -- Inputs (views the ingester creates over its scratch Parquet): stage_spans, stage_tokens,
 -- stage_events. Outputs: the otel_* views below, each written to the table of that name.
+-- requests are written in arrival order; tokens in the order of their request spans in the
+-- file, each request's chunks together and in time order.
 -- Stamp precedence for each request (docs/METRICS.md): token events, then vLLM phase child
 -- spans, then gen_ai.latency.* attributes, then the span's own start / end.
 
@@ -29,7 +31,12 @@ CREATE OR REPLACE TEMP TABLE _kept AS
 SELECT * EXCLUDE (copy_no, first_line) FROM _ranked WHERE copy_no = 1;
 
 CREATE OR REPLACE TEMP TABLE _req AS
-SELECT _span, trace_id, span_id, coalesce(a_request_id, a_response_id, span_id) AS request_id
+SELECT
+    _span,
+    trace_id,
+    span_id,
+    coalesce(a_request_id, a_response_id, span_id) AS request_id,
+    CASE kind WHEN 'CLIENT' THEN 'client' ELSE 'server' END AS view
 FROM _kept
 WHERE is_request;
 
@@ -54,7 +61,7 @@ GROUP BY ALL;
 CREATE OR REPLACE TEMP VIEW otel_requests AS
 SELECT
     r.request_id,
-    CASE s.kind WHEN 'CLIENT' THEN 'client' ELSE 'server' END AS view,
+    r.view,
     s.instance,
     coalesce(s.a_response_model, s.a_request_model) AS model,
     s.t_start AS t_arrival,
@@ -98,10 +105,12 @@ SELECT
     1 AS time_resolution_ns
 FROM _kept AS s
 JOIN _req AS r USING (_span)
-LEFT JOIN _children AS c ON c.trace_id = s.trace_id AND c.span_id = s.span_id;
+LEFT JOIN _children AS c ON c.trace_id = s.trace_id AND c.span_id = s.span_id
+ORDER BY t_arrival, r.request_id;
 
+-- gap_ns (TBT) was computed per request span in the first pass (traceq/ingest/otel/spans.py).
 CREATE OR REPLACE TEMP VIEW otel_tokens AS
-SELECT r.request_id, t.idx, t.ts, t.n_tokens
+SELECT r.request_id, t.idx, t.ts, t.n_tokens, r.view, t.gap_ns
 FROM stage_tokens AS t
 JOIN _req AS r USING (_span);
 

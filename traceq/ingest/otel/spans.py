@@ -229,7 +229,11 @@ def split_spans(spans: pl.DataFrame, conv: SpanConventions) -> dict[str, pl.Data
         events.filter(is_token)
         .select("_span", "ts", n_tokens=pl.col("n_tokens").fill_null(1))
         .sort("_span", "ts")
-        .with_columns(idx=pl.int_range(pl.len(), dtype=pl.Int64).over("_span"))
+        .with_columns(
+            idx=pl.int_range(pl.len(), dtype=pl.Int64).over("_span"),
+            # TBT, once here rather than in every query (token_gaps is a projection of it).
+            gap_ns=pl.when(pl.col("_span") == pl.col("_span").shift(1)).then(pl.col("ts").diff()),
+        )
     )
     per_span_tokens = tokens.group_by("_span").agg(
         tok_first=pl.col("ts").min(),

@@ -15,7 +15,8 @@ session's opening time is shown apart.
     python bench/views.py /tmp/traceq-large.tq [more datasets] [--code DIR] [--only kpi_latency]
 
 `--code DIR` imports traceq from another checkout (e.g. `git worktree add /tmp/main main`), so
-the same script measures the code before a change on the dataset it wrote.
+the same script measures the code before a change; `--as-schema-1 SRC DST` writes the
+dataset that code reads (the same rows, schema 1) without a second ingest.
 """
 
 from __future__ import annotations
@@ -107,17 +108,42 @@ def run(dataset: Path, kind: str, sql: str, code: Path) -> dict:
         cwd=code,
         env=env,
     )
-    if done.returncode:
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
         return {"error": (done.stderr.strip().splitlines() or ["?"])[-1][:120]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(lines[-1])
+
+
+def as_schema_1(src: Path, dst: Path) -> None:
+    """Copy dataset `src` as the schema-1 dataset the code before issue 9 wrote: the same rows,
+    without `tokens.view` / `tokens.gap_ns` and without the request pick. Lets the code
+    before the change be measured on the same rows without a second ingest of the 1 M set."""
+    import polars as pl
+
+    manifest = json.loads((src / "manifest.json").read_text())
+    manifest["schema_version"] = 1
+    manifest.pop("request_pick", None)
+    for source in manifest["sources"]:
+        for table, rel in source.get("files", {}).items():
+            (dst / table).mkdir(parents=True, exist_ok=True)
+            lazy = pl.scan_parquet(src / rel)
+            if table == "tokens":
+                lazy = lazy.drop("view", "gap_ns")
+            lazy.sink_parquet(dst / rel, compression="zstd", row_group_size=1 << 20)
+    (dst / "manifest.json").write_text(json.dumps(manifest, indent=2))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("datasets", nargs="+", type=Path)
+    parser.add_argument("datasets", nargs="*", type=Path)
+    parser.add_argument("--as-schema-1", nargs=2, type=Path, metavar=("SRC", "DST"),
+                        help="write SRC as a schema-1 dataset DST, then exit")  # fmt: skip
     parser.add_argument("--code", type=Path, default=ROOT, help="traceq checkout to import")
     parser.add_argument("--only", nargs="*", help="query names (default: all)")
     args = parser.parse_args()
+    if args.as_schema_1:
+        as_schema_1(*args.as_schema_1)
+        return
     names = args.only or [*REFERENCES, *QUERIES]
     for dataset in args.datasets:
         print(f"\n{dataset} (code: {args.code})")

@@ -31,6 +31,7 @@ from typing import Any
 import polars as pl
 import pyarrow.parquet as pq
 
+from traceq import pick
 from traceq.schema import NS, SCHEMA_VERSION, TABLES, conform
 
 MANIFEST = "manifest.json"
@@ -197,12 +198,18 @@ class Dataset:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     def _write_manifest(self, manifest: dict[str, Any]) -> None:
+        manifest = self._settle_pick(manifest)
         tmp = self.root / f".{MANIFEST}.{os.getpid()}.tmp"
         with open(tmp, "w") as fh:
             json.dump(manifest, fh, indent=2)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.root / MANIFEST)
+
+    def _settle_pick(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        """Which row stands for each request, settled for the sources about to be listed
+        (traceq/pick.py); every manifest write goes through here, under the lock."""
+        return pick.settle(self.root, manifest)
 
     def sweep(self) -> None:
         """Remove staging dirs of dead ingests and Parquet files no manifest entry lists."""

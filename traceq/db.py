@@ -23,8 +23,9 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from traceq import pick
 from traceq.dataset import Dataset
-from traceq.schema import TABLES, empty
+from traceq.schema import TABLES, empty, polars_schema
 from traceq.sql import load
 
 VIEW_FILES = ("views", "crosswalk", "gpu", "rollups")
@@ -73,19 +74,66 @@ def connect(
     for table in TABLES:
         paths = [str(ds.root / s["files"][table]) for s in _listed(manifest, table)]
         files += paths
+        con.register(f"_empty_{table}", empty(table).to_arrow())
         if paths:
             con.read_parquet(paths, union_by_name=True).create_view(table)
         else:
-            con.register(f"_empty_{table}", empty(table).to_arrow())
             con.table(f"_empty_{table}").create_view(table)
     con.register("_sources", sources_frame(manifest).to_arrow())
     con.table("_sources").create_view("sources")
+    files += _register_pick(con, ds, manifest)
     for name in VIEW_FILES:
         con.execute(load(name))
     _comment(con)
     if read_only:
         _lock_down(con, files)
     return con
+
+
+PICK_ROLES = ("primary", "client")
+PICK_SCHEMA = {**polars_schema("requests"), "copies": pl.Int64(), "is_primary": pl.Boolean()}
+
+
+def _register_pick(
+    con: duckdb.DuckDBPyConnection, ds: Dataset, manifest: dict[str, Any]
+) -> list[str]:
+    """Register `_request_pick` (which row stands for each request, traceq/pick.py) and the
+    tokens the views may read, by how much of each source the pick keeps: `_tokens_<role>_all`
+    (every row of the source kept: read unfiltered) and `_tokens_<role>_some` (joined to the
+    pick in views.sql); sources with no kept row are not read. Returns the files read.
+
+    A pick that was not settled for exactly the manifest's sources (written by an older
+    traceq, or the source list changed without it) is settled here, in memory."""
+    entry = pick.current(manifest)
+    path = ds.root / entry["file"] if entry else None
+    modes: dict[str, dict[str, str]]
+    files: list[str] = []
+    if entry and path is not None and path.is_file():
+        con.read_parquet(str(path)).create_view("_request_pick")
+        modes, files = entry["sources"], [str(path)]
+    elif pick.request_sources(manifest):
+        pick.compute(con, pick.request_sources(manifest))
+        con.table("_picked").create_view("_request_pick")
+        rows = con.table("_pick_modes").fetchall()
+        modes = {sid: dict(zip(PICK_ROLES, rest, strict=True)) for sid, *rest in rows}
+    else:
+        con.register("_empty_request_pick", pl.DataFrame(schema=PICK_SCHEMA).to_arrow())
+        con.table("_empty_request_pick").create_view("_request_pick")
+        modes = {}
+    listed = {s["source_id"]: s for s in _listed(manifest, "tokens")}
+    for role in PICK_ROLES:
+        for mode in ("all", "some"):
+            name = f"_tokens_{role}_{mode}"
+            paths = [
+                str(ds.root / s["files"]["tokens"])
+                for sid, s in listed.items()
+                if modes.get(sid, {}).get(role) == mode
+            ]
+            if paths:
+                con.read_parquet(paths, union_by_name=True).create_view(name)
+            else:
+                con.table("_empty_tokens").create_view(name)
+    return files
 
 
 def _listed(manifest: dict[str, Any], table: str) -> list[dict[str, Any]]:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: `tokens` gained `view` and `gap_ns` (issue 9 §3); version-1 datasets must be re-ingested."""
 
 NS = "ns since Unix epoch (UTC)"
 
@@ -89,6 +90,14 @@ TABLES: dict[str, tuple[Column, ...]] = {
             "What the producer's stamps were relative to before traceq made them ns since the "
             "epoch: `epoch` (absolute), `span_start` (offsets from the request span start), "
             "`first_scheduled` (offsets from the first scheduled time); null for events.",
+        ),
+        _c("view", STR, "", "`server` or `client`: the view of the request row (`requests.view`)."),
+        _c(
+            "gap_ns",
+            I64,
+            "ns",
+            "Time since the previous chunk of the same request row (TBT), computed once at "
+            "ingest; null for the first chunk.",
         ),
     ),
     "spans": (
@@ -284,6 +293,19 @@ def render_markdown() -> str:
         out += [f"## `{table}`", "", "| column | type | unit | meaning |", "|---|---|---|---|"]
         out += [f"| `{c.name}` | {c.dtype} | {c.unit} | {c.doc} |" for c in columns]
         out.append("")
+    out += [
+        "## `request_pick` (derived)",
+        "",
+        "Not read from any source: written by traceq whenever the dataset's list of sources",
+        "changes (`traceq/pick.py`, `traceq/sql/request_pick.sql`), as",
+        "`request_pick/<key>.parquet` named in `manifest.json`. One row per request id and",
+        "view: the `requests` row kept for it (finest stamps, then the earliest ingested",
+        "source), in arrival order, plus `copies` (rows of that request id and view across all",
+        "sources) and `is_primary` (the row that stands for the request: the server row when",
+        "there is one). `request_phases`, `token_gaps` and the KPIs read it, so copies of a",
+        "request from several sources are counted once (docs/METRICS.md).",
+        "",
+    ]
     return "\n".join(out)
 
 

@@ -66,7 +66,7 @@ our_definitions (our_metric, our_definition) AS (
     VALUES
     ('ttft_ms', 't_first_token - t_arrival'),
     ('tpot_ms', '(t_last_token - t_first_token) / (output_tokens - 1), output_tokens > 1'),
-    ('tbt_ms', 'gap between consecutive chunks of a request (token_gaps), pooled'),
+    ('tbt_ms', 'gap between consecutive chunks of a request (tokens.gap_ns), pooled'),
     ('e2e_ms', 't_last_token - t_arrival'),
     ('e2e_per_token_ms', '(t_last_token - t_arrival) / output_tokens, output_tokens > 0')
 ),
@@ -88,8 +88,10 @@ samples AS (
     SELECT source_id, run, 'e2e_per_token_ms', (t_last_token - t_arrival) / output_tokens / 1e6
     FROM ok WHERE output_tokens > 0
     UNION ALL
-    SELECT g.source_id, ok.run, 'tbt_ms', g.tbt_ms
-    FROM token_gaps AS g JOIN ok USING (source_id, request_id)
+    -- Each file's own chunks (tokens.gap_ns), copies included: the tool's figures describe
+    -- that file, whatever other sources carry the same requests.
+    SELECT t.source_id, ok.run, 'tbt_ms', t.gap_ns / 1e6
+    FROM tokens AS t JOIN ok USING (source_id, request_id, view)
 ),
 scoped AS (
     SELECT source_id, run, metric, v FROM samples WHERE run IS NOT NULL

@@ -68,7 +68,9 @@ SELECT
     -- PCIe transmit rate, PROF counter incl. headers (bytes/s).
     pcie_tx_bps,
     -- PCIe receive rate, PROF counter incl. headers (bytes/s).
-    pcie_rx_bps
+    pcie_rx_bps,
+    -- ts as a timestamp (UTC, ns precision).
+    make_timestamp_ns(ts) AS ts_at
 FROM ordered;
 
 -- @view gpu_windows
@@ -116,7 +118,9 @@ SELECT
     -- Lowest SM clock seen (MHz): a throttling dip shows here.
     min(sm_clock_mhz) AS sm_clock_min_mhz,
     -- Highest frame-buffer use of any GPU (MiB).
-    max(fb_used_mib) AS fb_used_max_mib
+    max(fb_used_mib) AS fb_used_max_mib,
+    -- Window start as a timestamp (UTC, ns precision).
+    make_timestamp_ns(w_start) AS ts_at
 FROM bucketed
 GROUP BY host, w_start, window_s;
 
@@ -206,7 +210,11 @@ SELECT
     -- Mean memory clock during decode (MHz).
     p.mem_clock_mhz AS mem_clock_mhz,
     -- Highest frame-buffer use during decode (MiB).
-    p.fb_used_max_mib AS fb_used_max_mib
+    p.fb_used_max_mib AS fb_used_max_mib,
+    -- t_first_token as a timestamp (UTC, ns precision).
+    make_timestamp_ns(d.t_first_token) AS first_token_at,
+    -- t_last_token as a timestamp (UTC, ns precision).
+    make_timestamp_ns(d.t_last_token) AS last_token_at
 FROM decodes AS d
 LEFT JOIN per_request AS p
     ON p.request_id = d.request_id AND p.source_id IS NOT DISTINCT FROM d.source_id;
@@ -276,6 +284,8 @@ SELECT
     -- Mean power per GPU (W).
     m.power_w AS power_w,
     -- Mean SM clock (MHz).
-    m.sm_clock_mhz AS sm_clock_mhz
+    m.sm_clock_mhz AS sm_clock_mhz,
+    -- ts as a timestamp (UTC, ns precision).
+    make_timestamp_ns(e.ts) AS ts_at
 FROM engine_stats AS e
 LEFT JOIN matched AS m ON m.ts = e.ts AND m.instance IS NOT DISTINCT FROM e.instance;

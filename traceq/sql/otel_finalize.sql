@@ -1,6 +1,8 @@
 -- Second pass of the OpenTelemetry ingest, over one source's staged rows.
 -- Inputs (views the ingester creates over its scratch Parquet): stage_spans, stage_tokens,
 -- stage_events. Outputs: the otel_* views below, each written to the table of that name.
+-- requests are written in arrival order; tokens in the order of their request spans in the
+-- file, each request's chunks together and in time order.
 -- Stamp precedence for each request (docs/METRICS.md): token events / arrays, then phase
 -- child spans (vLLM, SGLang), then engine-core events, then gen_ai.latency.* attributes,
 -- then the span's own start / end.
@@ -64,7 +66,8 @@ WITH base AS (
         k.span_id,
         k.t_start,
         o.outer_span,
-        coalesce(k.a_request_id, k.a_rid, k.a_response_id, k.span_id) AS own_id
+        coalesce(k.a_request_id, k.a_rid, k.a_response_id, k.span_id) AS own_id,
+        CASE k.kind WHEN 'CLIENT' THEN 'client' ELSE 'server' END AS view
     FROM _kept AS k
     JOIN _owner AS o USING (_span)
     WHERE k.is_request
@@ -81,7 +84,8 @@ SELECT
             o.own_id,
             row_number() OVER (PARTITION BY b.outer_span ORDER BY b.t_start, b._span) - 1
         )
-    END AS request_id
+    END AS request_id,
+    b.view
 FROM base AS b
 LEFT JOIN base AS o ON o._span = b.outer_span;
 
@@ -150,7 +154,7 @@ CREATE OR REPLACE TEMP VIEW otel_requests AS
 SELECT * EXCLUDE (_scheduled, _queued) FROM (
 SELECT
     r.request_id,
-    CASE s.kind WHEN 'CLIENT' THEN 'client' ELSE 'server' END AS view,
+    r.view,
     s.instance,
     coalesce(s.a_response_model, s.a_request_model) AS model,
     s.t_start AS t_arrival,
@@ -227,28 +231,39 @@ FROM _kept AS s
 JOIN _req AS r USING (_span)
 LEFT JOIN _children AS c USING (_span)
 LEFT JOIN _request_events AS ev USING (_span)
-);
+)
+ORDER BY t_arrival, request_id;
 
+-- gap_ns (TBT): the time since the previous chunk of the same request, computed once here
+-- so that token_gaps is a projection (traceq/sql/views.sql).
 CREATE OR REPLACE TEMP VIEW otel_tokens AS
+WITH chunks AS (
+    SELECT
+        r.request_id,
+        r.view,
+        t.idx,
+        t.ts,
+        t.n_tokens,
+        t.t_scheduled,
+        t.batch_size,
+        t.waiting,
+        t.total_tokens,
+        t.time_base
+    FROM stage_tokens AS t
+    JOIN _req AS r USING (_span)
+    UNION ALL
+    SELECT r.request_id, r.view, t.idx, t.ts, 1, t.t_scheduled, NULL, NULL, NULL, 'epoch'
+    FROM _step_tokens AS t
+    JOIN _req AS r USING (_span)
+    -- a request that also has token events keeps those (they are finer)
+    JOIN _kept AS k USING (_span)
+    WHERE k.tok_chunks IS NULL
+)
 SELECT
-    r.request_id,
-    t.idx,
-    t.ts,
-    t.n_tokens,
-    t.t_scheduled,
-    t.batch_size,
-    t.waiting,
-    t.total_tokens,
-    t.time_base
-FROM stage_tokens AS t
-JOIN _req AS r USING (_span)
-UNION ALL
-SELECT r.request_id, t.idx, t.ts, 1, t.t_scheduled, NULL, NULL, NULL, 'epoch'
-FROM _step_tokens AS t
-JOIN _req AS r USING (_span)
--- a request that also has token events keeps those (they are finer)
-JOIN _kept AS k USING (_span)
-WHERE k.tok_chunks IS NULL;
+    *,
+    ts - lag(ts) OVER (PARTITION BY request_id, view ORDER BY idx) AS gap_ns
+FROM chunks
+ORDER BY request_id, idx;
 
 CREATE OR REPLACE TEMP VIEW otel_spans AS
 SELECT

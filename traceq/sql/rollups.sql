@@ -5,6 +5,16 @@
 -- Constants that judge (stall definition) are the defaults of the tbt-jitter playbook's
 -- parameters; playbooks that take them as parameters recompute from gap_context.
 
+-- Internal (not a public view): every chunk gap the rollups judge, the gaps of the row
+-- standing for each request (token_gaps) and the client's own where a server row stands for
+-- the request (client_token_gaps), so stalls only the client saw stay visible.
+CREATE OR REPLACE VIEW _all_gaps AS
+SELECT request_id, source_id, view, ts, tbt_ns, tbt_ms FROM token_gaps
+UNION ALL
+SELECT c.request_id, c.source_id, 'client', c.ts, c.tbt_ns, c.tbt_ms
+FROM client_token_gaps AS c
+ANTI JOIN request_phases AS p ON p.request_id = c.request_id AND p.source_id = c.source_id;
+
 -- @view diag_window
 -- One row: the time grid of the per-window rollups. The run spans the first arrival to the
 -- last token (request_phases), else the engine stats, GPU samples or events; windows are
@@ -54,18 +64,19 @@ WITH per_request AS (
     SELECT
         request_id,
         source_id,
+        any_value(view) AS view,
         count(tbt_ms) AS n_gaps,
         quantile_cont(tbt_ms, 0.5) AS p50,
         quantile_cont(tbt_ms, 0.99) AS p99,
         max(tbt_ms) AS mx,
         min(ts) AS t_first,
         max(ts) AS t_last
-    FROM token_gaps
+    FROM _all_gaps
     GROUP BY request_id, source_id
 ),
 stalls AS (
     SELECT g.request_id, g.source_id, count(*) AS n_stalls
-    FROM token_gaps AS g
+    FROM _all_gaps AS g
     JOIN per_request AS p USING (request_id, source_id)
     WHERE g.tbt_ms > greatest(4 * p.p50, 250)
     GROUP BY g.request_id, g.source_id
@@ -76,7 +87,7 @@ SELECT
     -- Source file of the chunks.
     p.source_id AS source_id,
     -- server or client: the view of the source that recorded the chunks.
-    r.view AS view,
+    p.view AS view,
     -- First chunk, ns since the Unix epoch (UTC).
     p.t_first AS t_first_token,
     -- Last chunk (ns).
@@ -92,10 +103,7 @@ SELECT
     -- Gaps longer than max(4 × tbt_p50_ms, 250 ms).
     coalesce(s.n_stalls, 0) AS stalls
 FROM per_request AS p
-LEFT JOIN stalls AS s USING (request_id, source_id)
-LEFT JOIN (
-    SELECT DISTINCT request_id, source_id, view FROM requests
-) AS r ON r.request_id = p.request_id AND r.source_id = p.source_id;
+LEFT JOIN stalls AS s USING (request_id, source_id);
 
 -- @view gap_context
 -- One row per chunk gap (token_gaps rows with a gap) with what else happened meanwhile:
@@ -121,7 +129,7 @@ gaps AS (
         ts - CAST(tbt_ns AS BIGINT) AS ts_prev,
         ts,
         tbt_ms
-    FROM token_gaps
+    FROM _all_gaps
     WHERE tbt_ns IS NOT NULL
 ),
 at_end AS (

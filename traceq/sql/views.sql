@@ -1,20 +1,57 @@
 -- Public views over a dataset. Metric definitions: docs/METRICS.md (SPEC §4).
 -- Every view has a comment above it and every column a comment above its expression;
 -- tests/test_docs.py renders and checks them (docs/VIEWS.md).
+--
+-- Which row stands for each request was settled when the sources were committed
+-- (traceq/pick.py, request_pick.sql): _request_pick holds one row per request id and view,
+-- is_primary marks the one that stands for the request. traceq/db.py registers the tokens
+-- of the sources that lend all their rows (_tokens_primary_all, _tokens_client_all) apart
+-- from those that lend only some (_tokens_primary_some, _tokens_client_some), so only the
+-- latter are joined to the pick. No view ranks rows or runs a window per query.
+
+-- The statistics of one latency column, as kpi_latency reports them: one aggregate pass, the
+-- four percentiles from one sort (quantile_cont with a list).
+CREATE OR REPLACE MACRO _latency_stats(v) AS {
+    'n': count(v),
+    'mean': avg(v),
+    'q': quantile_cont(v, [0.5, 0.9, 0.95, 0.99]),
+    'max': max(v)
+};
+
+-- Tokens of the rows that stand for their requests (request_phases), each chunk once.
+CREATE OR REPLACE VIEW _primary_tokens AS
+SELECT * FROM _tokens_primary_all
+UNION ALL
+SELECT t.*
+FROM _tokens_primary_some AS t
+SEMI JOIN _request_pick AS p
+    ON p.is_primary
+    AND p.source_id = t.source_id
+    AND p.request_id = t.request_id
+    AND p.view = t.view;
+
+-- Tokens of each request's client row, each chunk once.
+CREATE OR REPLACE VIEW _client_tokens AS
+SELECT * FROM _tokens_client_all WHERE view = 'client'
+UNION ALL
+SELECT t.*
+FROM _tokens_client_some AS t
+SEMI JOIN _request_pick AS p
+    ON p.view = 'client'
+    AND t.view = 'client'
+    AND p.source_id = t.source_id
+    AND p.request_id = t.request_id;
 
 -- @view request_phases
 -- One row per request: its latency split into tokenize, queue, prefill, decode and an
 -- explicit residual. Where a request has both a server and a client row, the server row is
 -- used (SPEC §4), and of several rows of one view the one with the finest stamps (a span beats
--- a log line); the requests table keeps them all. Durations are *_ns (BIGINT) and *_ms (DOUBLE).
+-- a log line), then the earliest ingested; copies of a request from other sources (the same
+-- request id and view) are counted once. The requests table keeps every row. Rows are in
+-- arrival order. Durations are *_ns (BIGINT) and *_ms (DOUBLE).
 CREATE OR REPLACE VIEW request_phases AS
 WITH picked AS (
-    SELECT *
-    FROM requests
-    QUALIFY row_number() OVER (
-        PARTITION BY request_id
-        ORDER BY (view = 'server') DESC, time_resolution_ns ASC NULLS LAST, t_arrival, source_id
-    ) = 1
+    SELECT * FROM _request_pick WHERE is_primary
 ),
 durations AS (
     SELECT
@@ -41,6 +78,8 @@ SELECT
     model,
     -- Arrival time, ns since the Unix epoch (UTC).
     t_arrival,
+    -- t_arrival as a timestamp (UTC, ns precision).
+    make_timestamp_ns(t_arrival) AS arrival_at,
     -- Tokenization: tokenize span, else t_queued - t_arrival (ns).
     tokenize_ns,
     -- Waiting in the scheduler queue: t_scheduled - t_queued (ns).
@@ -87,12 +126,17 @@ SELECT
     -- Finish reason (stop, length, abort, ...).
     finish_reason,
     -- Error type or message; null on success.
-    error
+    error,
+    -- Sources that carry this request with the same view (copies counted once).
+    copies
 FROM durations;
 
 -- @view token_gaps
--- One row per streamed chunk with the gap since the previous chunk of the same request
--- (TBT / inter-chunk latency). The first chunk of a request has a null gap.
+-- One row per streamed chunk of the row that stands for each request (request_phases), with
+-- the gap since the previous chunk of that row (TBT / inter-chunk latency), computed once at
+-- ingest (tokens.gap_ns). The first chunk of a request has a null gap. A request's chunks
+-- from other rows (its client row, copies from other sources) are not here: the client's own
+-- gaps are in client_token_gaps.
 CREATE OR REPLACE VIEW token_gaps AS
 SELECT
     -- Request id (requests.request_id).
@@ -106,54 +150,98 @@ SELECT
     -- Tokens in the chunk.
     n_tokens,
     -- Gap since the previous chunk (ns).
-    ts - lag(ts) OVER w AS tbt_ns,
+    gap_ns AS tbt_ns,
     -- Gap since the previous chunk (ms).
-    (ts - lag(ts) OVER w) / 1e6 AS tbt_ms
-FROM tokens
-WINDOW w AS (PARTITION BY source_id, request_id ORDER BY idx);
+    gap_ns / 1e6 AS tbt_ms,
+    -- server or client: the view of the request row (request_phases.view).
+    view,
+    -- ts as a timestamp (UTC, ns precision).
+    make_timestamp_ns(ts) AS ts_at
+FROM _primary_tokens;
+
+-- @view client_token_gaps
+-- token_gaps as the client saw it: one row per chunk of each request's client row (a
+-- load-test export or client spans), with the gap since its previous chunk. Set beside
+-- token_gaps for the same request_id, it tells stalls the client alone saw (network, client
+-- scheduling) from the server's.
+CREATE OR REPLACE VIEW client_token_gaps AS
+SELECT
+    -- Request id (requests.request_id).
+    request_id,
+    -- Source file the client row came from.
+    source_id,
+    -- 0-based chunk position in the request.
+    idx,
+    -- Chunk arrival at the client, ns since the Unix epoch (UTC).
+    ts,
+    -- Tokens in the chunk.
+    n_tokens,
+    -- Gap since the previous chunk, as the client saw it (ns).
+    gap_ns AS tbt_ns,
+    -- Gap since the previous chunk, as the client saw it (ms).
+    gap_ns / 1e6 AS tbt_ms,
+    -- ts as a timestamp (UTC, ns precision).
+    make_timestamp_ns(ts) AS ts_at
+FROM _client_tokens;
 
 -- @view kpi_latency
 -- Latency KPIs, one row per metric: count, mean and linearly interpolated percentiles
--- (quantile_cont). tbt_ms pools every chunk gap of every request (vLLM bench's "ITL").
+-- (quantile_cont). tbt_ms pools every chunk gap of every request (vLLM bench's "ITL") from
+-- token_gaps, so the same rows as request_phases. One scan of request_phases, one of
+-- token_gaps, each an ungrouped aggregate (parallel, no per-metric grouping).
 CREATE OR REPLACE VIEW kpi_latency AS
-WITH samples AS (
-    SELECT 1 AS ord, 'ttft_ms' AS metric, ttft_ms AS v FROM request_phases
+WITH per_request AS MATERIALIZED (
+    SELECT
+        _latency_stats(ttft_ms) AS ttft_ms,
+        _latency_stats(tpot_ms) AS tpot_ms,
+        _latency_stats(e2e_ms) AS e2e_ms,
+        _latency_stats(tokenize_ms) AS tokenize_ms,
+        _latency_stats(queue_ms) AS queue_ms,
+        _latency_stats(prefill_ms) AS prefill_ms,
+        _latency_stats(decode_ms) AS decode_ms,
+        _latency_stats(residual_ms) AS residual_ms
+    FROM request_phases
+),
+per_chunk AS (
+    SELECT _latency_stats(tbt_ms) AS tbt_ms FROM token_gaps
+),
+stats AS (
+    SELECT 1 AS ord, 'ttft_ms' AS metric, ttft_ms AS s FROM per_request
     UNION ALL
-    SELECT 2, 'tpot_ms', tpot_ms FROM request_phases
+    SELECT 2, 'tpot_ms', tpot_ms FROM per_request
     UNION ALL
-    SELECT 3, 'tbt_ms', tbt_ms FROM token_gaps
+    SELECT 3, 'tbt_ms', tbt_ms FROM per_chunk
     UNION ALL
-    SELECT 4, 'e2e_ms', e2e_ms FROM request_phases
+    SELECT 4, 'e2e_ms', e2e_ms FROM per_request
     UNION ALL
-    SELECT 5, 'tokenize_ms', tokenize_ms FROM request_phases
+    SELECT 5, 'tokenize_ms', tokenize_ms FROM per_request
     UNION ALL
-    SELECT 6, 'queue_ms', queue_ms FROM request_phases
+    SELECT 6, 'queue_ms', queue_ms FROM per_request
     UNION ALL
-    SELECT 7, 'prefill_ms', prefill_ms FROM request_phases
+    SELECT 7, 'prefill_ms', prefill_ms FROM per_request
     UNION ALL
-    SELECT 8, 'decode_ms', decode_ms FROM request_phases
+    SELECT 8, 'decode_ms', decode_ms FROM per_request
     UNION ALL
-    SELECT 9, 'residual_ms', residual_ms FROM request_phases
+    SELECT 9, 'residual_ms', residual_ms FROM per_request
 )
 SELECT
     -- Metric name (a request_phases / token_gaps column, in ms).
     metric,
     -- Number of non-null samples.
-    count(v) AS n,
+    s.n AS n,
     -- Mean (ms).
-    avg(v) AS mean,
+    s.mean AS mean,
     -- Median (ms).
-    quantile_cont(v, 0.5) AS p50,
+    s.q[1] AS p50,
     -- 90th percentile (ms).
-    quantile_cont(v, 0.9) AS p90,
+    s.q[2] AS p90,
     -- 95th percentile (ms).
-    quantile_cont(v, 0.95) AS p95,
+    s.q[3] AS p95,
     -- 99th percentile (ms).
-    quantile_cont(v, 0.99) AS p99,
+    s.q[4] AS p99,
     -- Maximum (ms).
-    max(v) AS max
-FROM samples
-GROUP BY ord, metric
+    s.max AS max
+FROM stats
 ORDER BY ord;
 
 -- @view kpi_throughput

@@ -229,7 +229,9 @@ def write_client(writer: SourceWriter, frame: pl.DataFrame) -> None:
     if chunks.height == 0:
         return
     tokens = (
-        chunks.with_columns(idx=pl.int_ranges(0, pl.col("n")))
+        chunks.with_columns(
+            idx=pl.int_ranges(0, pl.col("n")), _row=pl.int_range(pl.len(), dtype=pl.Int64)
+        )
         .with_columns(
             per=pl.when(pl.col("per").list.len() == pl.col("n"))
             .then("per")
@@ -238,6 +240,7 @@ def write_client(writer: SourceWriter, frame: pl.DataFrame) -> None:
         .explode("ts", "idx", "per")
         .select(
             "request_id",
+            "_row",
             "idx",
             "ts",
             n_tokens=pl.coalesce(
@@ -246,6 +249,13 @@ def write_client(writer: SourceWriter, frame: pl.DataFrame) -> None:
             ),
         )
         .drop_nulls("ts")
+        .with_columns(
+            view=pl.lit("client"),
+            # TBT, once here rather than in every query (token_gaps is a projection of it):
+            # a request row's chunks are adjacent and in idx order after the explode.
+            gap_ns=pl.when(pl.col("_row") == pl.col("_row").shift(1)).then(pl.col("ts").diff()),
+        )
+        .drop("_row")
     )
     writer.write("tokens", tokens)
 

@@ -1,0 +1,182 @@
+"""One row per request in every view: the row that stands for a request is settled when
+sources are committed (traceq/pick.py), token_gaps and the KPIs use the same rows as
+request_phases, and copies of a request from other sources are counted once (issue 9 §2,
+issue 10 §4)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+import traceq
+from tests.otel_factory import MS, T0, RequestSpec, make_spans, write_otlp_json, write_otlp_proto
+from traceq.session import QueryError, Session
+from traceq.synth import generate
+
+SERVER_KPIS = (
+    "SELECT * FROM kpi_latency",
+    "SELECT * FROM kpi_throughput",
+    "SELECT count(*) AS n, sum(n_tokens) AS tokens, sum(tbt_ns) AS tbt FROM token_gaps",
+    "SELECT view, count(*) AS n, sum(e2e_ns) AS e2e FROM request_phases GROUP BY view",
+)
+
+
+def kpis(dataset) -> list[pl.DataFrame]:
+    with Session(dataset) as s:
+        return [s.query(q) for q in SERVER_KPIS]
+
+
+def assert_same(before: list[pl.DataFrame], after: list[pl.DataFrame]) -> None:
+    """Same rows and counts; floating sums may differ in the last bits (summation order)."""
+    for b, a in zip(before, after, strict=True):
+        assert_frame_equal(a, b, check_exact=False, rel_tol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def jitter(tmp_path_factory):
+    """client-jitter: server traces and the client's own export of the same requests."""
+    out = tmp_path_factory.mktemp("client-jitter")
+    generate("client-jitter", out, seed=3, requests=120)
+    return out
+
+
+def test_client_export_leaves_server_kpis_unchanged(jitter, tmp_path):
+    ds = tmp_path / "ds"
+    traceq.ingest([jitter / "traces.otlp.jsonl"], ds)
+    server_only = kpis(ds)
+    traceq.ingest([jitter / "client.otlp.jsonl"], ds)
+    assert_same(server_only, kpis(ds))
+    with Session(ds) as s:
+        tbt = s.query(
+            "SELECT (SELECT count(*) FROM token_gaps) AS server_chunks,"
+            " (SELECT count(*) FROM client_token_gaps) AS client_chunks,"
+            " (SELECT count(*) FROM tokens) AS stored,"
+            " (SELECT quantile_cont(tbt_ms, 0.99) FROM token_gaps) AS server_p99,"
+            " (SELECT quantile_cont(tbt_ms, 0.99) FROM client_token_gaps) AS client_p99"
+        ).row(0, named=True)
+        views = s.query("SELECT DISTINCT view FROM token_gaps")["view"].to_list()
+    # Both exports are kept; each view reads one of them, and the client's stalls (150–600 ms
+    # held chunks, seen only by the client) stay visible in its own twin.
+    assert tbt["stored"] == tbt["server_chunks"] + tbt["client_chunks"]
+    assert tbt["server_chunks"] == tbt["client_chunks"]
+    assert views == ["server"]
+    assert tbt["client_p99"] > 100 > tbt["server_p99"]
+
+
+def _copies(src, tmp_path):
+    """The same records from other sources: gzipped, CRLF line ends, and the lines reversed
+    (another file carrying the same requests, byte for byte different)."""
+    gz = tmp_path / "copy.jsonl.gz"
+    gz.write_bytes(gzip.compress(src.read_bytes()))
+    crlf = tmp_path / "copy-crlf.jsonl"
+    crlf.write_bytes(src.read_bytes().replace(b"\n", b"\r\n"))
+    reordered = tmp_path / "reordered.jsonl"
+    lines = src.read_text().splitlines()
+    reordered.write_text("\n".join(reversed(lines)) + "\n")
+    return {"gzip": gz, "crlf": crlf, "second file": reordered}
+
+
+@pytest.mark.parametrize("case", ["gzip", "crlf", "second file"])
+def test_the_same_requests_from_another_source_count_once(jitter, tmp_path, case):
+    src = jitter / "traces.otlp.jsonl"
+    ds = tmp_path / "ds"
+    traceq.ingest([src], ds)
+    once = kpis(ds)
+    [result] = traceq.ingest([_copies(src, tmp_path)[case]], ds)
+    assert result.status == "ingested" and result.rows["requests"] > 0  # really a new source
+    assert_same(once, kpis(ds))
+    with Session(ds) as s:
+        counts = s.query(
+            "SELECT (SELECT count(*) FROM requests) AS stored,"
+            " (SELECT count(*) FROM request_phases) AS phases,"
+            " (SELECT min(copies) FROM request_phases) AS copies"
+        ).row(0, named=True)
+    assert counts["stored"] == 2 * counts["phases"] and counts["copies"] == 2
+
+
+def _specs(ids):
+    def spec(i: int) -> RequestSpec:
+        t = T0 + i * 10 * MS
+        chunks = [t + 2 * MS, t + 5 * MS, t + 9 * MS]
+        return RequestSpec(f"r{i}", t, tokens=chunks, attributes={"gen_ai.request.id": f"r{i}"})
+
+    return make_spans([spec(i) for i in ids])
+
+
+def test_overlapping_sources_lend_only_their_new_requests(tmp_path):
+    """A second source carrying some known requests and some new ones (its tokens are joined
+    to the pick): each request and each chunk is counted once."""
+    a = write_otlp_json(_specs(range(0, 6)), tmp_path / "a.jsonl")
+    b = write_otlp_proto(_specs(range(3, 9)), tmp_path / "b.pb")
+    ds = tmp_path / "ds"
+    traceq.ingest([a, b], ds)
+    modes = json.loads((ds / "manifest.json").read_text())["request_pick"]["sources"]
+    assert sorted(m["primary"] for m in modes.values()) == ["all", "some"]
+    with Session(ds) as s:
+        per_request = s.query(
+            "SELECT request_id, count(*) AS chunks, sum(tbt_ns) AS tbt FROM token_gaps "
+            "GROUP BY ALL ORDER BY request_id"
+        )
+        phases = s.query("SELECT request_id, copies FROM request_phases ORDER BY request_id")
+    assert per_request["request_id"].to_list() == [f"r{i}" for i in range(9)]
+    assert per_request["chunks"].to_list() == [3] * 9
+    assert per_request["tbt"].to_list() == [7 * MS] * 9
+    assert phases["copies"].to_list() == [1, 1, 1, 2, 2, 2, 1, 1, 1]
+
+
+def test_a_pick_out_of_step_with_the_sources_is_settled_in_memory(jitter, tmp_path):
+    ds = tmp_path / "ds"
+    traceq.ingest([jitter / "traces.otlp.jsonl", jitter / "client.otlp.jsonl"], ds)
+    settled = kpis(ds)
+    manifest = json.loads((ds / "manifest.json").read_text())
+    manifest["sources"].reverse()  # as if another writer changed the list without the pick
+    (ds / "manifest.json").write_text(json.dumps(manifest))
+    assert_same(settled, kpis(ds))
+    shutil.rmtree(ds / "request_pick")
+    del manifest["request_pick"]
+    (ds / "manifest.json").write_text(json.dumps(manifest))
+    assert_same(settled, kpis(ds))
+
+
+def test_token_gaps_are_stored_at_ingest(jitter, tmp_path):
+    """tokens.gap_ns (written by every reader that writes tokens) is the gap a window over the
+    chunks of each request row gives; token_gaps only projects it."""
+    ds = tmp_path / "ds"
+    aiperf = "tests/data/real/loadtest/aiperf_generated/profile_export.jsonl.gz"
+    traceq.ingest([jitter / "traces.otlp.jsonl", aiperf], ds)
+    with Session(ds) as s:
+        check = s.query(
+            "SELECT view, count(*) AS n, count(gap_ns) AS gaps,"
+            " count(*) FILTER (WHERE gap_ns IS DISTINCT FROM lag_ns) AS wrong FROM ("
+            "  SELECT view, gap_ns, ts - lag(ts) OVER"
+            "   (PARTITION BY source_id, request_id ORDER BY idx) AS lag_ns FROM tokens)"
+            " GROUP BY view ORDER BY view"
+        )
+    assert check["view"].to_list() == ["client", "server"]
+    assert check["wrong"].to_list() == [0, 0]
+    assert all(check["gaps"] > 0)
+
+
+def test_a_schema_version_1_dataset_asks_for_a_reingest(tmp_path):
+    ds = tmp_path / "old.tq"
+    ds.mkdir()
+    (ds / "manifest.json").write_text(json.dumps({"schema_version": 1, "sources": []}))
+    with pytest.raises(QueryError, match=r"schema version 1.*re-ingest"):
+        Session(ds)
+
+
+def test_timestamps_beside_the_ns_stamps(jitter, tmp_path):
+    ds = tmp_path / "ds"
+    traceq.ingest([jitter / "traces.otlp.jsonl"], ds)
+    with Session(ds) as s:
+        row = s.query(
+            "SELECT t_arrival, arrival_at, ts, ts_at FROM request_phases"
+            " JOIN token_gaps USING (request_id) LIMIT 1"
+        ).row(0, named=True)
+    assert row["arrival_at"] == pl.Series([row["t_arrival"]]).cast(pl.Datetime("ns"))[0]
+    assert row["ts_at"] == pl.Series([row["ts"]]).cast(pl.Datetime("ns"))[0]

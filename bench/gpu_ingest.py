@@ -61,7 +61,7 @@ def write_csv(path: Path, rows: int, chunk: int = 1_000_000) -> None:
             k = n // GPUS
             start = pl.lit(T0.replace(tzinfo=None))
             frame = pl.DataFrame({"n": n}).select(
-                timestamp=(start + pl.duration(milliseconds=k * 100)).dt.strftime(
+                timestamp=(start + pl.duration(milliseconds=k * 100)).dt.strftime(  # type: ignore[arg-type]
                     "%Y/%m/%d %H:%M:%S%.3f"
                 ),
                 index=(n % GPUS).cast(pl.String),

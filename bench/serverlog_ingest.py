@@ -84,7 +84,7 @@ def run_traceq_parse(path: Path) -> dict:
 
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
         writer = _NullWriter(Path(tmp))
-        serverlog.ingest(Source(path), writer, "vllm-log", IngestOptions(year=2025), lambda _: None)
+        serverlog.ingest(Source(path), writer, "vllm-log", IngestOptions(year=2025), lambda _: None)  # type: ignore[arg-type]
     return {"rows": writer.rows}
 
 

@@ -52,7 +52,7 @@ def _azure(name: str) -> list[tuple[float, int, int, tuple[int, ...]]]:
         # 7 fractional digits (100 ns ticks): keep microseconds.
         t = datetime.fromisoformat(ts[:26]).timestamp()
         rows.append((t, int(ctx), int(gen), ()))
-    return rows
+    return rows  # type: ignore[return-value]
 
 
 def _mooncake(name: str) -> list[tuple[float, int, int, tuple[int, ...]]]:

@@ -250,5 +250,5 @@ def iter_span_frames(
             if lines:
                 yield documents_to_spans(_read_block(b"\n".join(lines) + b"\n", 1, quarantine))
                 return
-    for block, first_line in itertools.chain(held, blocks):
-        yield documents_to_spans(_read_block(block, first_line, quarantine))
+    for block, first_line in itertools.chain(held, blocks):  # type: ignore[assignment]
+        yield documents_to_spans(_read_block(block, first_line, quarantine))  # type: ignore[arg-type]

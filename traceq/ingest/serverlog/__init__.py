@@ -89,7 +89,7 @@ def ingest(
         read: deque[int] = deque()  # bytes read on the worker, reported from here
         with (
             source.open() as stream,
-            closing(_read_ahead(ln.iter_blocks(stream, read.append, ln.BLOCK_BYTES))) as blocks,
+            closing(_read_ahead(ln.iter_blocks(stream, read.append, ln.BLOCK_BYTES))) as blocks,  # type: ignore[type-var]
         ):
             pending = None
             for block in blocks:

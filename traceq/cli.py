@@ -58,6 +58,10 @@ def _input_size(paths: tuple[str, ...]) -> int:
               help="Sampling interval (s) of clockless files [default: 1].")  # fmt: skip
 @click.option("--columns", help="Field list of a headerless nvidia-smi CSV, comma-separated "
               "(the --query-gpu value).")  # fmt: skip
+@click.option("--instance", help="Label the rows' `instance` (serving instance) column.")
+@click.option("--host", help="Label the rows' `host` column (GPU telemetry).")
+@click.option("--replace", is_flag=True, help="Read files already in the dataset again (e.g. "
+              "with another --year) and drop their old rows in the same commit.")  # fmt: skip
 def ingest_cmd(
     sources: tuple[str, ...],
     dataset: str,
@@ -69,6 +73,9 @@ def ingest_cmd(
     start: str | None,
     interval_s: float | None,
     columns: str | None,
+    instance: str | None,
+    host: str | None,
+    replace: bool,
 ) -> None:
     """Ingest trace, log and telemetry files (directories recurse) into DATASET."""
     if interval_s is not None and interval_s <= 0:
@@ -81,6 +88,8 @@ def ingest_cmd(
         start=_start_ns(start, tz) if start else None,
         interval_s=interval_s,
         columns=tuple(c.strip() for c in columns.split(",")) if columns else None,
+        instance=instance,
+        host=host,
     )
     if fmt != "auto" and fmt not in formats():
         raise Failure(f"unknown format {fmt!r}; run `traceq formats`")
@@ -96,7 +105,9 @@ def ingest_cmd(
                 click.progressbar(length=total, label="ingesting", file=sys.stderr)
             ).update
         try:
-            results = ingest(sources, dataset, fmt=fmt, options=options, progress=update)
+            results = ingest(
+                sources, dataset, fmt=fmt, options=options, progress=update, replace=replace
+            )
         except (InputError, DatasetError) as exc:
             raise Failure(str(exc)) from exc
     _print_results(results)
@@ -128,7 +139,13 @@ def _print_results(results: list[IngestResult]) -> None:
         elif r.status == "unrecognised":
             click.echo(f"{r.path}: not a format traceq reads; listed in quarantine")
         else:
-            click.echo(f"{r.path}: {r.format}: {rows}; {r.quarantined:,} quarantined")
+            replaced = " (replaces its earlier rows)" if r.status == "replaced" else ""
+            click.echo(f"{r.path}: {r.format}: {rows}; {r.quarantined:,} quarantined{replaced}")
+        if r.assumptions:
+            said = "; ".join(f"{k}: {v}" for k, v in r.assumptions.items())
+            click.echo(f"  clock ({r.clock_domain}): {said}")
+        for warning in r.warnings:
+            click.echo(f"warning: {r.path.name}: {warning}", err=True)
     totals: dict[str, int] = {}
     for r in results:
         for t, n in r.rows.items():

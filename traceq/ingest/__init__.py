@@ -6,6 +6,7 @@ Every ingester family is a module with `FORMATS` (name → description), `sniff(
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 from collections.abc import Callable, Iterable
@@ -17,6 +18,7 @@ from typing import Any
 import polars as pl
 
 from traceq.dataset import Dataset, SourceWriter
+from traceq.ingest.clocks import overlap_warnings, reference_ranges, source_warnings
 from traceq.ingest.options import IngestOptions
 from traceq.ingest.source import InputError, Source
 from traceq.schema import RAW_LIMIT
@@ -45,9 +47,14 @@ class IngestResult:
     path: Path
     source_id: str
     format: str | None
-    status: str  # ingested | already ingested | unrecognised | failed
+    status: str  # ingested | replaced | already ingested | unrecognised | failed
     rows: dict[str, int] = field(default_factory=dict)
     quarantined: int = 0
+    clock_domain: str | None = None
+    assumptions: dict[str, Any] = field(default_factory=dict)
+    """How the source's clock was set where the file did not say (year, zone, anchor)."""
+    warnings: list[str] = field(default_factory=list)
+    """Clock problems the user must see: a guessed year, stamps after the mtime, no overlap."""
 
 
 def _expand(paths: Iterable[str | os.PathLike[str]]) -> list[tuple[Path, bool]]:
@@ -103,12 +110,18 @@ def ingest(
     fmt: str = "auto",
     options: IngestOptions | None = None,
     progress: Callable[[int], None] | None = None,
+    replace: bool = False,
 ) -> list[IngestResult]:
     """Ingest files and directories into the dataset at `dataset` (created if missing).
 
     Named files must be readable, non-empty and (with `fmt="auto"`) of a known format, else
     `InputError`. Files found inside directories that no ingester recognises, or that are
     empty, are listed in the manifest with a quarantine row, so nothing passes unnoticed.
+    With `replace`, a file already in the dataset is read again (new options) and its old
+    rows are dropped in the same manifest commit.
+
+    Logs without a year are read last, so that their year can be matched to the time ranges
+    of the other sources (`traceq/ingest/clocks.py`).
     """
     if fmt != "auto" and fmt not in formats():
         msg = f"unknown format {fmt!r}; known: {', '.join(formats())}"
@@ -125,7 +138,26 @@ def ingest(
                 raise InputError(msg)
     ds = Dataset(dataset, create=True)
     ds.sweep()
-    return [_ingest_one(ds, Source(p), fmt, options, progress or _noop) for p, _ in files]
+    sources = sorted((Source(p) for p, _ in files), key=lambda s: _needs_year(s, fmt, options))
+    results = [_ingest_one(ds, s, fmt, options, progress or _noop, replace) for s in sources]
+    fresh = {r.source_id for r in results if r.status in ("ingested", "replaced")}
+    manifest = ds.sources()
+    notes = overlap_warnings([s for s in manifest if s["source_id"] in fresh], manifest)
+    for r in results:
+        if r.source_id in notes and r.status in ("ingested", "replaced"):
+            r.warnings.append(notes[r.source_id])
+    order = {s.path: i for i, s in enumerate(Source(p) for p, _ in files)}
+    return sorted(results, key=lambda r: order.get(r.path, 0))
+
+
+# Formats whose stamps print no year: read after the others to match theirs.
+_YEARLESS = ("vllm-log",)
+
+
+def _needs_year(source: Source, fmt: str, options: IngestOptions) -> bool:
+    if options.year is not None or source.size == 0:
+        return False
+    return (fmt if fmt != "auto" else _detect(source, fmt)[1]) in _YEARLESS
 
 
 def _ingest_one(
@@ -134,17 +166,20 @@ def _ingest_one(
     fmt: str,
     options: IngestOptions,
     progress: Callable[[int], None],
+    replace: bool = False,
 ) -> IngestResult:
-    if ds.has_source(source.source_id):
+    known = ds.has_source(source.source_id)
+    if known and not replace:
         progress(source.size)
         return IngestResult(source.path, source.source_id, None, "already ingested")
+    options = dataclasses.replace(options, references=tuple(reference_ranges(ds.sources())))
     entry: dict[str, Any] = {
         "path": str(source.path.resolve()),
         "content_hash": f"sha256:{source.content_hash}",
         "bytes": source.size,
         "compression": source.compression,
     }
-    writer = ds.writer(source.source_id)
+    writer = _writer(ds, source, options)
     try:
         status = _read(writer, source, fmt, options, progress, entry)
     except InputError:
@@ -154,23 +189,39 @@ def _ingest_one(
         # A reader bug, or a shape of input no reader foresaw: this file's rows are dropped,
         # the file is listed with the error in quarantine, and the other files go on.
         writer.discard()
-        writer = ds.writer(source.source_id)
+        writer = _writer(ds, source, options)
         reason = f"{entry.get('format')} reader failed: {type(exc).__name__}: {exc}"
         _quarantine_file(writer, reason[:RAW_LIMIT], "")
         status = entry["status"] = "failed"
+    if known and status == "failed":  # a failed re-read keeps the rows read before
+        writer.discard()
+        return IngestResult(source.path, source.source_id, entry["format"], "failed")
     try:
-        committed = writer.commit(entry)
+        committed = writer.commit(entry, replaces=[source.source_id] if known else [])
     except BaseException:
         writer.discard()
         raise
+    listed = next((s for s in ds.sources() if s["source_id"] == source.source_id), entry)
+    warnings = list(entry.pop("warnings", None) or [])
+    warnings += source_warnings(listed, source.path.stat().st_mtime_ns)
     return IngestResult(
         source.path,
         source.source_id,
         entry["format"],
-        status if committed else "already ingested",
+        ("replaced" if known else status) if committed else "already ingested",
         {t: n for t, n in writer.rows.items() if t in _PUBLIC and n},
         writer.rows.get("quarantine", 0),
+        entry.get("clock_domain"),
+        dict(entry.get("assumptions") or {}),
+        warnings,
     )
+
+
+def _writer(ds: Dataset, source: Source, options: IngestOptions) -> SourceWriter:
+    writer = ds.writer(source.source_id)
+    labels = {"instance": options.instance, "host": options.host}
+    writer.labels = {k: v for k, v in labels.items() if v is not None}
+    return writer
 
 
 def _read(

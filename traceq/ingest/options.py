@@ -5,6 +5,7 @@ from __future__ import annotations
 import zoneinfo
 from dataclasses import dataclass, field
 
+from traceq.ingest.clocks import check_instant, check_year
 from traceq.ingest.otel.spans import SpanConventions
 from traceq.ingest.source import InputError
 
@@ -25,6 +26,13 @@ class IngestOptions:
     """Sampling interval in seconds for samples without a clock."""
     columns: tuple[str, ...] | None = None
     """Field list of a headerless nvidia-smi CSV (the `--query-gpu` value), in order."""
+    instance: str | None = None
+    """Label for the `instance` column of every row read (`--instance`)."""
+    host: str | None = None
+    """Label for the `host` column of every row read (`--host`)."""
+    references: tuple[tuple[int, int], ...] = ()
+    """Time ranges (ns) of the dataset's sources with an absolute clock, filled by the driver
+    for each file: a yearless log takes the year that matches them (`ingest/clocks.py`)."""
 
     def check(self) -> None:
         """Raise InputError for an option no reader could use (checked once per ingest)."""
@@ -33,3 +41,11 @@ class IngestOptions:
         except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
             msg = f"unknown time zone {self.tz!r} (--tz)"
             raise InputError(msg) from exc
+        problems = (
+            check_year(self.year),
+            check_instant("--start", self.start),
+            check_instant("--t0", self.t0),
+        )
+        for problem in problems:
+            if problem:
+                raise InputError(problem)

@@ -135,7 +135,7 @@ def check_and_stage(writer: SourceWriter, frame: pl.DataFrame) -> int:
         value=pl.when(nan | inf | outside).then(None).otherwise(v),
         col_bit=pl.col("col").replace_strict(COLUMN_BITS, return_dtype=pl.Int8),
     )
-    writer.write(STAGE, frame.select([pl.col(c).cast(t) for c, t in LONG_SCHEMA.items()]))
+    writer.write_scratch(STAGE, frame.select([pl.col(c).cast(t) for c, t in LONG_SCHEMA.items()]))
     return int(n_nan)
 
 

@@ -77,7 +77,7 @@ def ingest(
             n_spans += frame.height
             parts = split_spans(frame, options.conventions)
             for stage, part in zip(_STAGES, ("spans", "tokens", "events"), strict=True):
-                writer.write(stage, parts[part])
+                writer.write_scratch(stage, parts[part])
                 schemas[stage] = parts[part].schema
             writer.write("quarantine", parts["quarantine"])
             quarantine += [

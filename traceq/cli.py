@@ -114,6 +114,9 @@ def ingest_cmd(
     failed = [r for r in results if r.status == "failed"]
     if failed:
         raise Failure(f"{len(failed)} file(s) could not be read; their error is in quarantine")
+    wrong = [r for r in results if r.status == "wrong format"]
+    if wrong:
+        raise Failure(f"{len(wrong)} file(s) not read: --format {fmt} does not fit them")
 
 
 def _start_ns(value: str, tz: str) -> int:
@@ -136,6 +139,8 @@ def _print_results(results: list[IngestResult]) -> None:
             click.echo(f"{r.path}: already ingested (source {r.source_id}), skipped")
         elif r.status == "failed":
             click.echo(f"{r.path}: {r.format} reader failed; listed in quarantine")
+        elif r.status == "wrong format":
+            click.echo(f"{r.path}: not ingested", err=True)
         elif r.status == "unrecognised":
             click.echo(f"{r.path}: not a format traceq reads; listed in quarantine")
         else:
@@ -145,7 +150,8 @@ def _print_results(results: list[IngestResult]) -> None:
             said = "; ".join(f"{k}: {v}" for k, v in r.assumptions.items())
             click.echo(f"  clock ({r.clock_domain}): {said}")
         for warning in r.warnings:
-            click.echo(f"warning: {r.path.name}: {warning}", err=True)
+            level = "error" if r.status == "wrong format" else "warning"
+            click.echo(f"{level}: {r.path.name}: {warning}", err=True)
     totals: dict[str, int] = {}
     for r in results:
         for t, n in r.rows.items():

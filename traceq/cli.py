@@ -1,29 +1,48 @@
-"""The `traceq` command line. Exit codes: 0 ok, 1 findings / regression, 2 usage or input error."""
+"""The `traceq` command line. Exit codes: 0 ok, 1 findings / regression, 2 usage or input error.
+
+Imports of the stack (polars, DuckDB, the readers) happen inside the commands, and commands
+in `LAZY_COMMANDS` are imported when run: `traceq --version` and `--help` start fast.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
-import polars as pl
 
-from traceq.cli_sql import schema_cmd, sql_cmd
 from traceq.cliutil import Failure
-from traceq.dataset import DatasetError
-from traceq.ingest import IngestOptions, IngestResult, InputError, formats, ingest
-from traceq.ingest.otel.spans import SpanConventions
+
+if TYPE_CHECKING:
+    from traceq.ingest import IngestResult
 
 PROGRESS_MIN_BYTES = 16 << 20  # show a progress bar for inputs at least this large
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# name → "module:attribute" of commands imported only when run (or listed by --help).
+LAZY_COMMANDS = {"sql": "traceq.cli_sql:sql_cmd", "schema": "traceq.cli_sql:schema_cmd"}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            module, attr = LAZY_COMMANDS[cmd_name].split(":")
+            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="traceq")
 def cli() -> None:
     """Offline trace analysis for LLM inference serving."""
@@ -78,6 +97,10 @@ def ingest_cmd(
     replace: bool,
 ) -> None:
     """Ingest trace, log and telemetry files (directories recurse) into DATASET."""
+    from traceq.dataset import DatasetError
+    from traceq.ingest import IngestOptions, InputError, formats, ingest
+    from traceq.ingest.otel.spans import SpanConventions
+
     if interval_s is not None and interval_s <= 0:
         raise Failure(f"--interval must be positive, got {interval_s}")
     options = IngestOptions(
@@ -164,6 +187,8 @@ def _print_results(results: list[IngestResult]) -> None:
 @cli.command("formats")
 def formats_cmd() -> None:
     """List the input formats `traceq ingest --format` accepts."""
+    from traceq.ingest import formats
+
     for name, doc in formats().items():
         click.echo(f"{name:16} {doc}")
 
@@ -175,7 +200,9 @@ def demo_cmd(dataset: str | None) -> None:
     """Ingest the bundled sample_traces/ (one dataset per scenario) and summarise them."""
     import tempfile
 
+    from traceq.dataset import DatasetError
     from traceq.demo import run_demo
+    from traceq.ingest import InputError
 
     if not SAMPLE_TRACES.is_dir():
         raise Failure(f"{SAMPLE_TRACES} not found (run from a source checkout)")
@@ -188,12 +215,12 @@ def demo_cmd(dataset: str | None) -> None:
 
 @cli.command("synth")
 @click.argument("scenario")
-@click.option("-o", "--output", "out_dir", required=True, help="Output directory (created).")
+@click.option("-o", "--output", "out_dir", help="Output directory (created; not for `list`).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Random seed.")
 @click.option("--requests", type=int, help="Number of requests (default: the scenario's).")
 @click.option("--duration", type=float, help="Arrival span in seconds (rescales the rate).")
 def synth_cmd(
-    scenario: str, out_dir: str, seed: int, requests: int | None, duration: float | None
+    scenario: str, out_dir: str | None, seed: int, requests: int | None, duration: float | None
 ) -> None:
     """Simulate SCENARIO and write its traces, log, GPU samples and labels.json to -o.
 
@@ -207,6 +234,8 @@ def synth_cmd(
         return
     if scenario not in SCENARIOS:
         raise Failure(f"unknown scenario {scenario!r}; run `traceq synth list`")
+    if not out_dir:
+        raise click.UsageError("missing option -o / --output")
     if (requests is not None and requests < 1) or (duration is not None and duration <= 0):
         raise click.UsageError("--requests and --duration must be positive")
     labels = generate(scenario, out_dir, seed=seed, requests=requests, duration_s=duration)
@@ -215,10 +244,6 @@ def synth_cmd(
         f"{scenario}: {t['requests']:,} requests, {t['output_tokens']:,} output tokens, "
         f"{t['preemptions']:,} preemptions → {out_dir}"
     )
-
-
-cli.add_command(sql_cmd)
-cli.add_command(schema_cmd)
 
 
 def main() -> None:
@@ -233,9 +258,14 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except (Exception, pl.exceptions.PanicException) as exc:  # a panic is a BaseException
-        if os.environ.get("TRACEQ_DEBUG"):
+    except BaseException as exc:  # a polars panic is a BaseException
+        if not _internal(exc) or os.environ.get("TRACEQ_DEBUG"):
             raise
         click.echo(f"traceq: internal error: {type(exc).__name__}: {exc}", err=True)
         sys.exit(2)
     sys.exit(0)
+
+
+def _internal(exc: BaseException) -> bool:
+    """An error of traceq or a library (not Ctrl-C, not SystemExit): one line, no traceback."""
+    return isinstance(exc, Exception) or type(exc).__name__ == "PanicException"

@@ -29,6 +29,7 @@ FAMILIES = (
     "traceq.ingest.gpu",
     "traceq.ingest.serverlog",
     "traceq.ingest.loadtest",
+    "traceq.ingest.metrics",
 )
 
 __all__ = ["FAMILIES", "IngestOptions", "IngestResult", "InputError", "formats", "ingest"]

@@ -1,7 +1,8 @@
 """Ingest: find each input's format, read it into a dataset, account for every record.
 
 Every ingester family is a module with `FORMATS` (name → description), `sniff(source)` and
-`ingest(source, writer, fmt, options, progress)`; `FAMILIES` lists them in sniffing order.
+`ingest(source, writer, fmt, options, progress)` (the `Family` protocol, `family.py`);
+`FAMILIES` lists them in sniffing order.
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 import pyarrow.parquet as pq
 
 from traceq.dataset import Dataset, SourceWriter
 from traceq.ingest.clocks import overlap_warnings, reference_ranges, source_warnings
+from traceq.ingest.family import Family
 from traceq.ingest.options import IngestOptions
 from traceq.ingest.source import InputError, Source
 from traceq.schema import NS, RAW_LIMIT, TABLES
@@ -35,8 +36,9 @@ FAMILIES = (
 __all__ = ["FAMILIES", "IngestOptions", "IngestResult", "InputError", "formats", "ingest"]
 
 
-def _families() -> list[ModuleType]:
-    return [importlib.import_module(name) for name in FAMILIES]
+def _families() -> list[Family]:
+    """The family modules (`traceq/ingest/family.py` is their contract)."""
+    return [cast(Family, importlib.import_module(name)) for name in FAMILIES]
 
 
 def formats() -> dict[str, str]:
@@ -90,7 +92,7 @@ def _check_readable(path: Path) -> None:
         raise InputError(msg)
 
 
-def _detect(source: Source, fmt: str) -> tuple[ModuleType | None, str | None]:
+def _detect(source: Source, fmt: str) -> tuple[Family | None, str | None]:
     try:
         source.head  # noqa: B018 - a corrupt compressed file is unrecognised, not a crash
     except InputError:
@@ -292,7 +294,7 @@ def _read(
     """Read one source into `writer`, filling `entry`; returns its status."""
     entry |= {"format": None, "clock_domain": None}
     family, found = (None, None) if source.size == 0 else _detect(source, fmt)
-    if family is None:
+    if family is None or found is None:
         reason = "empty file" if source.size == 0 else "no ingester recognises this file"
         try:
             raw = source.head[:RAW_LIMIT].decode("utf-8", "replace")

@@ -18,11 +18,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 import polars as pl
 
 from traceq.dataset import SourceWriter
 from traceq.ingest.clocks import infer_year
+from traceq.ingest.second_pass import second_pass
 from traceq.ingest.serverlog import events as ev
 from traceq.ingest.serverlog import lines as ln
 from traceq.ingest.serverlog import patterns as p
@@ -284,15 +284,14 @@ def _requests(writer: SourceWriter) -> int:
     path = writer.scratch_path("log_lifecycle")
     if not path.exists():
         return 0
-    con = duckdb.connect()
-    con.read_parquet(str(path)).create_view("log_lifecycle")
     writer.close("log_model")
     models = writer.scratch_path("log_model")
-    if models.exists():
-        con.read_parquet(str(models)).create_view("log_model")
-    else:
-        con.register("log_model", pl.DataFrame(schema=_MODEL_SCHEMA))
-    frame = con.sql(load("serverlog_requests")).pl()
-    con.close()
+    with second_pass(writer) as con:
+        con.read_parquet(str(path)).create_view("log_lifecycle")
+        if models.exists():
+            con.read_parquet(str(models)).create_view("log_model")
+        else:
+            con.register("log_model", pl.DataFrame(schema=_MODEL_SCHEMA))
+        frame = con.sql(load("serverlog_requests")).pl()
     writer.write("requests", frame)
     return frame.height

@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any, cast
 
 import polars as pl
-import pyarrow.parquet as pq
 
 from traceq.dataset import Dataset, SourceWriter
 from traceq.ingest.clocks import overlap_warnings, reference_ranges, source_warnings
 from traceq.ingest.family import Family
+from traceq.ingest.fit import wrong_format
 from traceq.ingest.options import IngestOptions
 from traceq.ingest.source import InputError, Source
-from traceq.schema import NS, RAW_LIMIT, TABLES
+from traceq.schema import RAW_LIMIT
 
 FAMILIES = (
     "traceq.ingest.otel",
@@ -150,7 +150,7 @@ def ingest(
     for r in results:
         if r.source_id in notes and r.status in ("ingested", "replaced"):
             r.warnings.append(notes[r.source_id])
-    order = {s.path: i for i, s in enumerate(Source(p) for p, _ in files)}
+    order = {p: i for i, (p, _) in enumerate(files)}
     return sorted(results, key=lambda r: order.get(r.path, 0))
 
 
@@ -201,7 +201,7 @@ def _ingest_one(
         writer.discard()
         return IngestResult(source.path, source.source_id, entry["format"], "failed")
     if fmt != "auto" and status == "ingested":
-        wrong = _wrong_format(source, fmt, writer)
+        wrong = wrong_format(source, fmt, writer, lambda: _detect(source, "auto")[1])
         if wrong:  # a forced format that reads garbage: nothing committed, exit 2
             writer.discard()
             result = IngestResult(source.path, source.source_id, fmt, "wrong format")
@@ -226,54 +226,6 @@ def _ingest_one(
         dict(entry.get("assumptions") or {}),
         warnings,
     )
-
-
-# Formats one reader reads alike (`traceq/ingest/serverlog/`): forcing one on the other is fine.
-_SAME_READER = {"vllm-log": "server log", "sglang-log": "server log"}
-# A forced --format that quarantines more than this share of the records read it wrongly.
-WRONG_FORMAT_QUARANTINE_SHARE = 0.5
-# Columns every row has whatever the values (ids, labels, positions): not evidence of a read.
-_BOOKKEEPING = {"source_id", "instance", "host", "line", "process", "engine", "view", "run"}
-
-
-def _wrong_format(source: Source, fmt: str, writer: SourceWriter) -> str | None:
-    """Why the forced `fmt` read `source` wrongly (no rows, mostly quarantine, rows with no
-    values), naming the format the sniffers see; None when the read looks right or the
-    sniffers name `fmt` or nothing (then the file is damaged: its quarantine says how)."""
-    staged = writer.close()
-    rows = sum(n for t, n in writer.rows.items() if t in _PUBLIC)
-    bad = writer.rows.get("quarantine", 0)
-    if rows == 0 and not (bad or source.head.strip()):
-        return None  # blank: nothing to read in any format
-    if rows == 0:
-        problem = f"read no rows ({bad:,} records quarantined)"
-    elif bad > WRONG_FORMAT_QUARANTINE_SHARE * (rows + bad):
-        problem = f"quarantined {bad:,} of {rows + bad:,} records"
-    elif all(_all_null(table, path) for table, path in staged.items() if table in _PUBLIC):
-        problem = f"read {rows:,} rows with no values"
-    else:
-        return None
-    likely = _detect(source, "auto")[1]
-    if likely is None or _SAME_READER.get(likely, likely) == _SAME_READER.get(fmt, fmt):
-        return None  # no better guess: the quarantine rows tell what went wrong
-    return f"--format {fmt} {problem}: it looks like {likely} (--format {likely}, or leave it out)"
-
-
-def _all_null(table: str, path: Path) -> bool:
-    """Whether every value column (not a stamp, not bookkeeping) of a staged Parquet file is
-    null, judged from its footer's statistics only."""
-    meta = pq.ParquetFile(path).metadata
-    nulls: dict[str, int] = {}
-    for g in range(meta.num_row_groups):
-        group = meta.row_group(g)
-        for c in range(group.num_columns):
-            col = group.column(c)
-            stats = col.statistics
-            n = stats.null_count if stats is not None and stats.has_null_count else 0
-            nulls[col.path_in_schema] = nulls.get(col.path_in_schema, 0) + n
-    stamps = {c.name for c in TABLES[table] if c.unit == NS}
-    values = [name for name in nulls if name not in _BOOKKEEPING | stamps]
-    return bool(values) and all(nulls[name] == meta.num_rows for name in values)
 
 
 def _writer(ds: Dataset, source: Source, options: IngestOptions) -> SourceWriter:

@@ -162,3 +162,57 @@ def test_cli_prints_every_clock_assumption(tmp_path: Path) -> None:
         check=False,
     )
     assert bad.returncode == 2 and "expected a four-digit year" in bad.stderr
+
+
+def _ns(iso_text: str) -> int:
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(iso_text).timestamp()) * 10**9
+
+
+@pytest.mark.parametrize(
+    ("first", "last", "refs", "year"),
+    [
+        # traces in early January; the log began in December the year before
+        (
+            "12-30 23:00:00",
+            "01-02 01:00:00",
+            [("2025-01-01T00:00:00+00:00", "2025-01-01T02:00:00+00:00")],
+            2024,
+        ),
+        # the server was up five days before the load test: still within the slack
+        (
+            "06-10 08:00:00",
+            "06-15 11:00:00",
+            [("2025-06-15T10:00:00+00:00", "2025-06-15T10:30:00+00:00")],
+            2025,
+        ),
+        # a log a month away from every other source: no year can be claimed
+        (
+            "05-01 08:00:00",
+            "05-02 08:00:00",
+            [("2025-06-15T10:00:00+00:00", "2025-06-15T10:30:00+00:00")],
+            None,
+        ),
+        # nothing to match against
+        ("06-15 10:00:00", None, [], None),
+    ],
+)
+def test_infer_year(first: str, last: str | None, refs: list, year: int | None) -> None:
+    from traceq.ingest.clocks import infer_year
+
+    ranges = [(_ns(a), _ns(b)) for a, b in refs]
+    found = infer_year(first, last, "UTC", ranges)
+    assert (found[0] if found else None) == year
+
+
+def test_relative_load_test_clock_warns_and_t0_anchors_it(tmp_path: Path) -> None:
+    real = Path(__file__).parent / "data/real/loadtest/vllm_bench"
+    path = real / "openai-1.0qps-Qwen3-VL-8B-Instruct-20260722-041843.json"
+    (loose,) = ingest([path], tmp_path / "a")
+    assert loose.clock_domain == "perf_counter_relative"
+    assert any("count from the tool's own zero" in w for w in loose.warnings)
+    t0 = 1_749_981_600 * 10**9
+    (anchored,) = ingest([path], tmp_path / "b", options=IngestOptions(t0=t0))
+    assert anchored.clock_domain.startswith("unix_ns")
+    assert not any("own zero" in w for w in anchored.warnings)

@@ -34,6 +34,9 @@ YEAR_MIN, YEAR_MAX = 1971, 2100
 
 # Clock domains whose stamps are absolute without a guess (see each family's manifest entry).
 _TRUSTED_DOMAINS = ("unix_ns", "host_local_time", "log_local_time")
+# Clock domains of load-test exports whose stamps count from the tool's own zero.
+# (llmperf's `request_relative`, no start times at all, says so in its assumptions.)
+RELATIVE_DOMAINS = ("steady_clock_ns", "perf_counter_relative")
 _GUESSED = ("file mtime", "mtime")
 
 
@@ -144,6 +147,11 @@ def source_warnings(entry: dict[str, Any], mtime_ns: int) -> list[str]:
             f"its last stamp ({tr['end']}) lies after the file's mtime ({iso(mtime_ns)}): "
             "a wrong --year, --tz or --t0?"
         )
+    if entry.get("clock_domain") in RELATIVE_DOMAINS:
+        out.append(
+            f"its stamps count from the tool's own zero ({entry['clock_domain']}): they do not "
+            "line up with other sources; pass --t0 (ns since the epoch of its first request)"
+        )
     assumptions = entry.get("assumptions") or {}
     if assumptions.get("start_from", "").startswith("file mtime"):
         out.append(
@@ -158,13 +166,16 @@ def overlap_warnings(
 ) -> dict[str, str]:
     """source_id → warning, for each of `entries` whose time range is further than
     OVERLAP_SLACK_NS from every other timed source of the dataset (`sources`)."""
-    timed = [s for s in sources if s.get("time_range") and s.get("status") != "failed"]
+    def timed(s: dict[str, Any]) -> bool:  # relative clocks have their own warning
+        relative = s.get("clock_domain") in RELATIVE_DOMAINS
+        return bool(s.get("time_range")) and s.get("status") != "failed" and not relative
+
     out: dict[str, str] = {}
     for e in entries:
-        if not e.get("time_range"):
+        if not timed(e):
             continue
         own = (int(e["time_range"]["start_ns"]), int(e["time_range"]["end_ns"]))
-        others = [s for s in timed if s["source_id"] != e["source_id"]]
+        others = [s for s in sources if timed(s) and s["source_id"] != e["source_id"]]
         if not others:
             continue
         gaps = [(_gap(own, _range(s)), s) for s in others]

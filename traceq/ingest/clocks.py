@@ -166,6 +166,7 @@ def overlap_warnings(
 ) -> dict[str, str]:
     """source_id → warning, for each of `entries` whose time range is further than
     OVERLAP_SLACK_NS from every other timed source of the dataset (`sources`)."""
+
     def timed(s: dict[str, Any]) -> bool:  # relative clocks have their own warning
         relative = s.get("clock_domain") in RELATIVE_DOMAINS
         return bool(s.get("time_range")) and s.get("status") != "failed" and not relative

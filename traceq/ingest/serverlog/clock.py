@@ -35,6 +35,8 @@ class Clock:
     year_from: str = "--year"
 
     def assumptions(self) -> dict[str, object]:
+        if self.year is None:  # no yearless stamp read (an SGLang log prints full dates)
+            return {"tz": self.tz}
         return {
             "year": self.year,
             "year_from": self.year_from,

@@ -162,6 +162,14 @@ def test_cli_prints_every_clock_assumption(tmp_path: Path) -> None:
         check=False,
     )
     assert bad.returncode == 2 and "expected a four-digit year" in bad.stderr
+    log, ds = str(src / "vllm.log"), str(tmp_path / "ds")
+    again = subprocess.run(
+        [sys.executable, "-m", "traceq", "ingest", log, "-o", ds, "--year", "2025"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "already ingested" in again.stdout and "--replace reads it again" in again.stdout
 
 
 def _ns(iso_text: str) -> int:

@@ -159,7 +159,10 @@ def _print_results(results: list[IngestResult]) -> None:
     for r in results:
         rows = ", ".join(f"{n:,} {t}" for t, n in r.rows.items()) or "no rows"
         if r.status == "already ingested":
-            click.echo(f"{r.path}: already ingested (source {r.source_id}), skipped")
+            click.echo(
+                f"{r.path}: already ingested (source {r.source_id}), skipped "
+                "(--replace reads it again with these options)"
+            )
         elif r.status == "failed":
             click.echo(f"{r.path}: {r.format} reader failed; listed in quarantine")
         elif r.status == "wrong format":

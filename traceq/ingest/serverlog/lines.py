@@ -25,6 +25,10 @@ WRAP_MIN_REPEATS = 3  # … and that many long lines share the width: then joine
 NEWLINE = 10
 MAX_DEFER_LINES = 10_000  # open record carried to the next block at most this many lines
 
+# A record that parses neither whole nor by its first line is retried with its first k
+# continuation lines, k ≤ this: a stats line (~300 characters) wrapped at 40+ columns takes
+# at most 8 lines; bounded so a record followed by pages of foreign output costs little.
+RETRY_MAX_PARTS = 8
 SYSLOG_PROBE_LINES = 64  # a block whose first lines carry a syslog prefix is stripped of it
 # Record kinds that wrapped continuation lines can belong to.
 _JOINABLE = ("vllm", "sglang")
@@ -284,7 +288,7 @@ def _retry_parts(df: pl.DataFrame, pattern: str, required: str) -> pl.DataFrame:
     then parses without it. Only failed records come here: few, a Python loop is fine."""
     candidates: list[tuple[int, int, str]] = []
     for line_no, head, parts in df.select("line_no", "msg_head", "parts").iter_rows():
-        for k in range(len(parts or []), 0, -1):
+        for k in range(min(len(parts or []), RETRY_MAX_PARTS), 0, -1):
             for sep in ("", " "):
                 candidates.append((line_no, len(candidates), head + sep + sep.join(parts[:k])))
     if candidates:

@@ -240,7 +240,7 @@ def join_wrapped(
             pl.exclude("piece", "msg", "cont").first(),
             msg_head=pl.col("msg").first(),
             msg=pl.col("piece").str.join(""),
-            parts=pl.col("clean").filter(pl.col("cont")),
+            parts=pl.col("clean").filter(pl.col("cont")).head(RETRY_MAX_PARTS),
             n_lines=pl.len().cast(pl.Int64),
         )
     )

@@ -85,18 +85,20 @@ class Clock:
 
 
 _STAMP = re.compile(rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
+_ANSI = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def stamp_range(source: Source) -> tuple[str, str | None] | None:
     """The first and last `MM-DD HH:MM:SS` stamps of a vLLM log, read from its head and
     (uncompressed files) its tail: the log's time span without reading it all."""
-    first = _STAMP.search(source.head)
+    head = _ANSI.sub(b"", source.head)
+    first = _STAMP.search(head)
     if first is None:
         return None
-    tail = source.head
+    tail = head
     if source.compression is None and source.size > HEAD_BYTES:
         with open(source.path, "rb") as fh:
             fh.seek(source.size - HEAD_BYTES)
-            tail = fh.read()
+            tail = _ANSI.sub(b"", fh.read())
     stamps = _STAMP.findall(tail)
     return first.group(1).decode(), stamps[-1].decode() if stamps else None

@@ -19,6 +19,7 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # pytest exits 5 when it collects no test; that is not a failure of the build.
 test: lint

@@ -14,14 +14,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
+from harness import run_python
 
 GPUS = 8
 T0 = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)
@@ -61,7 +59,7 @@ def write_csv(path: Path, rows: int, chunk: int = 1_000_000) -> None:
             k = n // GPUS
             start = pl.lit(T0.replace(tzinfo=None))
             frame = pl.DataFrame({"n": n}).select(
-                timestamp=(start + pl.duration(milliseconds=k * 100)).dt.strftime(
+                timestamp=(start + pl.duration(milliseconds=k * 100)).dt.strftime(  # type: ignore[arg-type]
                     "%Y/%m/%d %H:%M:%S%.3f"
                 ),
                 index=(n % GPUS).cast(pl.String),
@@ -120,20 +118,9 @@ RUNNERS = {
 
 
 def run_one(name: str, src: Path, scratch: Path) -> tuple[float, float]:
-    """(seconds, peak RSS MiB) of one runner in a fresh process."""
-    # VmHWM, not ru_maxrss: ru_maxrss survives exec, so it would report this parent's peak
-    code = RUNNERS[name] + (
-        "; print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])"
-    )
-    start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(src), str(scratch)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    seconds = time.perf_counter() - start
-    return seconds, int(done.stdout.strip().splitlines()[-1]) / 1024
+    """(seconds, peak RSS MiB) of one runner in a fresh process (bench/harness.py)."""
+    child = run_python(["-c", RUNNERS[name], str(src), str(scratch)])
+    return child.seconds, child.peak_rss_mib
 
 
 def run(label: str, path: Path, samples: int, references: list[str]) -> None:

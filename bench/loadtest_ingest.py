@@ -21,12 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
+
+import harness
 
 T0 = 1_795_000_000_000_000_000
 
@@ -130,8 +130,6 @@ def run_python(path: str) -> None:
 
 
 def child(kind: str, path: str) -> None:
-    import resource
-
     # Imports are not part of the measurement (traceq pulls in duckdb and pyarrow).
     import orjson  # noqa: F401
     import polars  # noqa: F401
@@ -141,18 +139,13 @@ def child(kind: str, path: str) -> None:
     t = time.perf_counter()
     {"traceq": run_traceq, "polars": run_polars, "python": run_python}[kind](path)
     wall = time.perf_counter() - t
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"wall": wall, "rss_mb": rss}))
+    print(json.dumps({"wall": wall}))
 
 
 def measure(kind: str, path: Path) -> dict:
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", kind, str(path)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    """The child's wall time (imports excluded) and peak RSS (bench/harness.py)."""
+    child = harness.run_python([__file__, "--child", kind, str(path)])
+    return json.loads(child.last_line) | {"rss_mb": child.peak_rss_mib}
 
 
 def main() -> None:

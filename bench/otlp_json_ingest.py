@@ -23,11 +23,10 @@ import argparse
 import json
 import os
 import random
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
+
+from harness import run_python
 
 T0 = 1_750_000_000_000_000_000
 
@@ -115,21 +114,9 @@ RUNNERS = {
 
 
 def run(name: str, src: Path, out: Path) -> tuple[float, float]:
-    """(seconds, peak RSS MiB) of one runner in a fresh process."""
-    code = (
-        RUNNERS[name]
-        # VmHWM: this process's own peak (ru_maxrss would carry the parent's over exec)
-        + "; print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM')][0])"
-    )
-    start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", code, str(src), str(out)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    seconds = time.perf_counter() - start
-    return seconds, int(done.stdout.strip().splitlines()[-1]) / 1024
+    """(seconds, peak RSS MiB) of one runner in a fresh process (bench/harness.py)."""
+    child = run_python(["-c", RUNNERS[name], str(src), str(out)])
+    return child.seconds, child.peak_rss_mib
 
 
 def main() -> None:

@@ -31,12 +31,12 @@ import datetime as dt
 import json
 import os
 import re
-import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import harness
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -71,6 +71,9 @@ class _NullWriter:
     def write(self, table: str, frame) -> None:  # frame: any polars DataFrame
         self.rows += frame.height
 
+    def write_scratch(self, name: str, frame) -> None:
+        self.rows += frame.height
+
     def close(self, name: str | None = None) -> dict:
         return {}
 
@@ -84,7 +87,7 @@ def run_traceq_parse(path: Path) -> dict:
 
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
         writer = _NullWriter(Path(tmp))
-        serverlog.ingest(Source(path), writer, "vllm-log", IngestOptions(year=2025), lambda _: None)
+        serverlog.ingest(Source(path), writer, "vllm-log", IngestOptions(year=2025), lambda _: None)  # type: ignore[arg-type]
     return {"rows": writer.rows}
 
 
@@ -213,7 +216,6 @@ def child(name: str, path: Path) -> None:
     got |= {
         "wall_s": time.perf_counter() - t_wall,
         "cpu_s": time.process_time() - t_cpu,
-        "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
     print(json.dumps(got))
 
@@ -237,9 +239,8 @@ def main() -> None:
     print(f"file: {path} ({n_lines:,} lines, {size:,.0f} MiB)")
     results = {}
     for name in RUNNERS:
-        cmd = [sys.executable, __file__, "--child", name, "--file", str(path)]
-        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-        results[name] = json.loads(out.strip().splitlines()[-1])
+        run = harness.run_python([__file__, "--child", name, "--file", str(path)])
+        results[name] = json.loads(run.last_line) | {"rss_mib": run.peak_rss_mib}
     print(f"{'reader':16} {'wall s':>8} {'cpu s':>8} {'lines/s wall':>14} {'lines/s cpu':>14} "
           f"{'peak MiB':>9}")  # fmt: skip
     for name, r in results.items():

@@ -12,32 +12,26 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+from harness import run_python
+
 CHILD = """
-import json, resource, sys, time
+import json, sys, time
 from traceq.synth import generate
 t = time.perf_counter()
 labels = generate("large", sys.argv[1], seed=1, requests=int(sys.argv[2]))
 wall = time.perf_counter() - t
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"wall_s": wall, "peak_rss_mib": rss / 1024, "truth": labels["truth"]}))
+print(json.dumps({"wall_s": wall, "truth": labels["truth"]}))
 """
 
 
 def run(requests: int, out: Path) -> dict:
     target = out / f"large-{requests}"
     shutil.rmtree(target, ignore_errors=True)
-    res = subprocess.run(
-        [sys.executable, "-c", CHILD, str(target), str(requests)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    row = json.loads(res.stdout.strip().splitlines()[-1])
+    child = run_python(["-c", CHILD, str(target), str(requests)])
+    row = json.loads(child.last_line) | {"peak_rss_mib": child.peak_rss_mib}
     sizes = {p.name: p.stat().st_size for p in target.iterdir()}
     total = sum(sizes.values())
     # Reference: copying the same bytes once (read + write), the floor any writer pays.

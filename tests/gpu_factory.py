@@ -60,7 +60,7 @@ def smi_csv(
         for f in fields:
             v = s.get(f)
             if f == "timestamp":
-                cells.append(smi_time(v, tz))
+                cells.append(smi_time(v, tz))  # type: ignore[arg-type]
             elif v is None:
                 cells.append(na)
             elif units and SMI_UNITS.get(f):

@@ -48,7 +48,7 @@ def provider(
     """A tracer whose finished spans land in the yielded list once the block ends."""
     memory = InMemorySpanExporter()
     kw = {"id_generator": ids} if ids else {}
-    p = TracerProvider(resource=Resource.create(resource or {}), **kw)
+    p = TracerProvider(resource=Resource.create(resource or {}), **kw)  # type: ignore[arg-type]
     p.add_span_processor(SimpleSpanProcessor(memory))
     out: list[ReadableSpan] = []
     yield p.get_tracer("test"), out

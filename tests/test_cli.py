@@ -164,3 +164,10 @@ def test_schema_lists_and_describes(dataset):
     assert "ttft_ms" in one.stdout and "Time to first token" in one.stdout
     missing = traceq_cli("schema", str(dataset), "nope")
     assert missing.returncode == 2 and "no table or view named 'nope'" in missing.stderr
+
+
+def test_max_line_bytes_default_matches_the_readers():
+    from traceq import cli
+    from traceq.ingest import blocks
+
+    assert cli.MAX_LINE_BYTES == blocks.MAX_LINE_BYTES

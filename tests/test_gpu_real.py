@@ -25,7 +25,7 @@ START = int(datetime(2025, 6, 1, 12, 0, tzinfo=UTC).timestamp()) * NS
 
 
 def utc_ns(*parts: int, ms: int = 0) -> int:
-    return int(datetime(*parts, tzinfo=UTC).timestamp()) * NS + ms * 1_000_000
+    return int(datetime(*parts, tzinfo=UTC).timestamp()) * NS + ms * 1_000_000  # type: ignore[misc,arg-type]
 
 
 @pytest.mark.parametrize(

@@ -221,7 +221,7 @@ def scrape(k: int, *, pod: bool = True, stamps: bool = False) -> list[tuple]:
     mig = gpu_labels(2, GPU_I_PROFILE="1g.10gb", GPU_I_ID="7")
     series.append(("DCGM_FI_PROF_GR_ENGINE_ACTIVE", mig, "0.250000"))
     if stamps:
-        series = [(*s, (T0 + k * 5 * NS) // 1_000_000 + 1) for s in series]
+        series = [(*s, (T0 + k * 5 * NS) // 1_000_000 + 1) for s in series]  # type: ignore[misc]
     return series
 
 

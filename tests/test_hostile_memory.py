@@ -70,10 +70,14 @@ def test_raising_the_cap_reads_the_line(tmp_path: Path) -> None:
     """The cap is an option: a 3 MB line over a 1 MB cap is quarantined, with 4 MB it is read
     (in pieces, bounded: traceq/ingest/otel/split.py)."""
     src = long_otlp_line(tmp_path / "long.json", 3 << 20)
-    code, out, _ = run_measured("ingest", src, "-o", tmp_path / "a", "--max-line-bytes", 1 << 20)
+    code, out, _ = run_measured(
+        "ingest", src, "-o", tmp_path / "a", "--max-line-bytes", str(1 << 20)
+    )
     assert code == 0, out
     assert traceq.open(tmp_path / "a").sql("SELECT count(*) FROM requests").fetchall()[0] == (1,)
-    code, out, _ = run_measured("ingest", src, "-o", tmp_path / "b", "--max-line-bytes", 4 << 20)
+    code, out, _ = run_measured(
+        "ingest", src, "-o", tmp_path / "b", "--max-line-bytes", str(4 << 20)
+    )
     assert code == 0, out
     spans = traceq.open(tmp_path / "b").sql("SELECT count(*) FROM spans").fetchall()[0][0]
     assert spans > 10_000 and _quarantine(tmp_path / "b") == []

@@ -270,7 +270,7 @@ def test_genai_perf_steady_clock_is_marked_and_anchored(tmp_path: Path) -> None:
         a["t_first_token"] - a["t_arrival"]
     ).to_list()
     tok_a, tok_b = table(tmp_path / "a.tq", "tokens"), table(tmp_path / "b.tq", "tokens")
-    assert tok_b["ts"].min() - t0 == tok_a["ts"].min() - a["t_arrival"].min()
+    assert tok_b["ts"].min() - t0 == tok_a["ts"].min() - a["t_arrival"].min()  # type: ignore[operator]
 
 
 def test_inference_perf_error_record_and_nan_chunk(tmp_path: Path) -> None:
@@ -326,6 +326,6 @@ def test_guidellm_sweep_runs_are_crosswalked_separately(tmp_path: Path) -> None:
             "WHERE native_metric = 'time_to_first_token_ms' AND statistic = 'mean' ORDER BY run"
         ).to_arrow_table()
     )
-    assert cw["run"].to_list() == ["0", "1"]
-    assert cw["ours_ms"][1] - cw["ours_ms"][0] == pytest.approx(10.0, abs=1e-3)
-    assert (cw["diff_ms"].abs() < 1e-3).all()
+    assert cw["run"].to_list() == ["0", "1"]  # type: ignore[index]
+    assert cw["ours_ms"][1] - cw["ours_ms"][0] == pytest.approx(10.0, abs=1e-3)  # type: ignore[index]
+    assert (cw["diff_ms"].abs() < 1e-3).all()  # type: ignore[index]

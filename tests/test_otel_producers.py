@@ -30,7 +30,7 @@ from tests.otel_producers import (
 ENCODERS = {"json": write_otlp_json, "proto": write_otlp_proto}
 
 
-def _ingest(spans, tmp_path: Path, encoder: str) -> traceq.Dataset:
+def _ingest(spans, tmp_path: Path, encoder: str):
     src = ENCODERS[encoder](spans, tmp_path / f"traces.{encoder}")
     results = traceq.ingest([src], tmp_path / "ds")
     return traceq.open(tmp_path / "ds"), results

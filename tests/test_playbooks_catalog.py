@@ -60,7 +60,7 @@ def test_every_playbook_has_a_fires_and_a_quiet_case():
 
 @pytest.mark.parametrize(
     ("scenario", "playbook", "cause"),
-    [(s, p, c) for s, expected in FIRES.items() for p, c in expected.items()],
+    [(s, p, c) for s, expected in FIRES.items() for p, c in expected.items()],  # type: ignore[attr-defined]
 )
 def test_fires(samples, scenario, playbook, cause):
     found = failing(samples[scenario])

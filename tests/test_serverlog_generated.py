@@ -144,7 +144,7 @@ def test_year_rollover_from_option(tmp_path: Path) -> None:
         ns("2024-12-31 23:59:55"), ns("2025-01-01 00:00:00"), ns("2025-01-01 00:00:05")
     ]  # fmt: skip
     assert entry["assumptions"] == {
-        "year": 2024, "year_from": "option", "tz": "UTC", "year_wraps": 1
+        "year": 2024, "year_from": "--year", "tz": "UTC", "year_wraps": 1
     }  # fmt: skip
 
 

@@ -76,7 +76,7 @@ def test_sample_ingests_and_accounts_for_every_line(path: Path, tmp_path: Path) 
     assert entry["clock_domain"] == "log_local_time"
     assert entry["assumptions"] == {
         "year": 2025,
-        "year_from": "option",
+        "year_from": "--year",
         "tz": "UTC",
         "year_wraps": 0,
     }

@@ -3,14 +3,53 @@
 >>> import traceq
 >>> con = traceq.open("run.tq")                                 # doctest: +SKIP
 >>> con.sql("SELECT * FROM request_phases").pl()                  # doctest: +SKIP
+
+The names below are imported on first use (PEP 562), so `import traceq` and
+`traceq --version` do not load polars and DuckDB.
 """
 
 from __future__ import annotations
 
-from traceq.db import open
-from traceq.ingest import IngestOptions, ingest
-from traceq.schema import SCHEMA_VERSION
-from traceq.session import QueryError, Session
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from traceq.db import open
+    from traceq.ingest import IngestOptions, ingest
+    from traceq.schema import SCHEMA_VERSION
+    from traceq.session import QueryError, Session
 
 __all__ = ["SCHEMA_VERSION", "IngestOptions", "QueryError", "Session", "ingest", "open"]
 __version__ = "0.1.0"
+
+_LAZY = {
+    "open": "traceq.db",
+    "IngestOptions": "traceq.ingest",
+    "ingest": "traceq.ingest",
+    "SCHEMA_VERSION": "traceq.schema",
+    "QueryError": "traceq.session",
+    "Session": "traceq.session",
+}
+
+
+class _Package(types.ModuleType):
+    """`traceq.ingest` stays the function when the `traceq.ingest` package gets imported
+    (the import system sets the parent's attribute to the submodule)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in _LAZY:
+            msg = f"module 'traceq' has no attribute {name!r}"
+            raise AttributeError(msg)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        super().__setattr__(name, value)
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -1,32 +1,57 @@
-"""The `traceq` command line. Exit codes: 0 ok, 1 findings / regression, 2 usage or input error."""
+"""The `traceq` command line. Exit codes: 0 ok, 1 findings / regression, 2 usage or input error.
+
+Imports of the stack (polars, DuckDB, the readers) happen inside the commands, and commands
+in `LAZY_COMMANDS` are imported when run: `traceq --version` and `--help` start fast.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import click
-import polars as pl
 
-from traceq.cli_diagnose import diagnose_cmd, explain_cmd, playbooks_cmd
-from traceq.cli_sql import schema_cmd, sql_cmd
 from traceq.cliutil import Failure
-from traceq.dataset import DatasetError
-from traceq.ingest import IngestOptions, IngestResult, InputError, formats, ingest
-from traceq.ingest.blocks import MAX_LINE_BYTES
-from traceq.ingest.otel import PRODUCERS
-from traceq.ingest.otel.spans import SpanConventions
+
+if TYPE_CHECKING:
+    from traceq.ingest import IngestResult
 
 PROGRESS_MIN_BYTES = 16 << 20  # show a progress bar for inputs at least this large
 SAMPLE_TRACES = Path(__file__).resolve().parent.parent / "sample_traces"
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# name → "module:attribute" of commands imported only when run (or listed by --help).
+LAZY_COMMANDS = {
+    "sql": "traceq.cli_sql:sql_cmd",
+    "schema": "traceq.cli_sql:schema_cmd",
+    "diagnose": "traceq.cli_diagnose:diagnose_cmd",
+    "explain": "traceq.cli_diagnose:explain_cmd",
+    "playbooks": "traceq.cli_diagnose:playbooks_cmd",
+}
+MAX_LINE_BYTES = 32 << 20
+"""Default of `--max-line-bytes`; traceq/ingest/blocks.py holds the same (a test keeps them
+equal) so that `traceq --help` imports no reader."""
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            module, attr = LAZY_COMMANDS[cmd_name].split(":")
+            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="traceq")
 def cli() -> None:
     """Offline trace analysis for LLM inference serving."""
@@ -61,6 +86,10 @@ def _input_size(paths: tuple[str, ...]) -> int:
               help="Sampling interval (s) of clockless files [default: 1].")  # fmt: skip
 @click.option("--columns", help="Field list of a headerless nvidia-smi CSV, comma-separated "
               "(the --query-gpu value).")  # fmt: skip
+@click.option("--instance", help="Label the rows' `instance` (serving instance) column.")
+@click.option("--host", help="Label the rows' `host` column (GPU telemetry).")
+@click.option("--replace", is_flag=True, help="Read files already in the dataset again (e.g. "
+              "with another --year) and drop their old rows in the same commit.")  # fmt: skip
 @click.option("--max-line-bytes", type=click.IntRange(min=1), default=MAX_LINE_BYTES,
               show_default=True, help="Longest line (or JSON document) held in memory; "
               "longer ones are quarantined unread.")  # fmt: skip
@@ -75,9 +104,16 @@ def ingest_cmd(
     start: str | None,
     interval_s: float | None,
     columns: str | None,
+    instance: str | None,
+    host: str | None,
+    replace: bool,
     max_line_bytes: int,
 ) -> None:
     """Ingest trace, log and telemetry files (directories recurse) into DATASET."""
+    from traceq.dataset import DatasetError
+    from traceq.ingest import IngestOptions, InputError, formats, ingest
+    from traceq.ingest.otel.spans import SpanConventions
+
     if interval_s is not None and interval_s <= 0:
         raise Failure(f"--interval must be positive, got {interval_s}")
     options = IngestOptions(
@@ -88,6 +124,8 @@ def ingest_cmd(
         start=_start_ns(start, tz) if start else None,
         interval_s=interval_s,
         columns=tuple(c.strip() for c in columns.split(",")) if columns else None,
+        instance=instance,
+        host=host,
         max_line_bytes=max_line_bytes,
     )
     if fmt != "auto" and fmt not in formats():
@@ -104,13 +142,18 @@ def ingest_cmd(
                 click.progressbar(length=total, label="ingesting", file=sys.stderr)
             ).update
         try:
-            results = ingest(sources, dataset, fmt=fmt, options=options, progress=update)
+            results = ingest(
+                sources, dataset, fmt=fmt, options=options, progress=update, replace=replace
+            )
         except (InputError, DatasetError) as exc:
             raise Failure(str(exc)) from exc
     _print_results(results)
     failed = [r for r in results if r.status == "failed"]
     if failed:
         raise Failure(f"{len(failed)} file(s) could not be read; their error is in quarantine")
+    wrong = [r for r in results if r.status == "wrong format"]
+    if wrong:
+        raise Failure(f"{len(wrong)} file(s) not read: --format {fmt} does not fit them")
 
 
 def _start_ns(value: str, tz: str) -> int:
@@ -130,19 +173,31 @@ def _print_results(results: list[IngestResult]) -> None:
     for r in results:
         rows = ", ".join(f"{n:,} {t}" for t, n in r.rows.items()) or "no rows"
         if r.status == "already ingested":
-            click.echo(f"{r.path}: already ingested (source {r.source_id}), skipped")
+            click.echo(
+                f"{r.path}: already ingested (source {r.source_id}), skipped "
+                "(--replace reads it again with these options)"
+            )
         elif r.status == "failed":
             click.echo(f"{r.path}: {r.format} reader failed; listed in quarantine")
+        elif r.status == "wrong format":
+            click.echo(f"{r.path}: not ingested", err=True)
         elif r.status in ("unreadable", "skipped"):
             listed = "; listed in quarantine" if r.status == "unreadable" else ", skipped"
             click.echo(f"{r.path}: {r.detail}{listed}")
         elif r.status == "unrecognised":
             click.echo(f"{r.path}: not a format traceq reads; listed in quarantine")
         else:
-            click.echo(f"{r.path}: {r.format}: {rows}; {r.quarantined:,} quarantined")
+            replaced = " (replaces its earlier rows)" if r.status == "replaced" else ""
+            click.echo(f"{r.path}: {r.format}: {rows}; {r.quarantined:,} quarantined{replaced}")
             if r.conventions:
                 seen = ", ".join(f"{k} ({n:,})" for k, n in r.conventions.items())
                 click.echo(f"  conventions matched: {seen}")
+        if r.assumptions:
+            said = "; ".join(f"{k}: {v}" for k, v in r.assumptions.items())
+            click.echo(f"  clock ({r.clock_domain}): {said}")
+        for warning in r.warnings:
+            level = "error" if r.status == "wrong format" else "warning"
+            click.echo(f"{level}: {r.path.name}: {warning}", err=True)
     totals: dict[str, int] = {}
     for r in results:
         for t, n in r.rows.items():
@@ -155,6 +210,9 @@ def _print_results(results: list[IngestResult]) -> None:
 @cli.command("formats")
 def formats_cmd() -> None:
     """List the input formats `traceq ingest --format` accepts."""
+    from traceq.ingest import formats
+    from traceq.ingest.otel import PRODUCERS
+
     for name, doc in formats().items():
         click.echo(f"{name:16} {doc}")
     click.echo("\nOpenTelemetry producer conventions (any of the OTel formats above):")
@@ -169,7 +227,9 @@ def demo_cmd(dataset: str | None) -> None:
     """Ingest the bundled sample_traces/ (one dataset per scenario) and summarise them."""
     import tempfile
 
+    from traceq.dataset import DatasetError
     from traceq.demo import run_demo
+    from traceq.ingest import InputError
 
     if not SAMPLE_TRACES.is_dir():
         raise Failure(f"{SAMPLE_TRACES} not found (run from a source checkout)")
@@ -182,7 +242,7 @@ def demo_cmd(dataset: str | None) -> None:
 
 @cli.command("synth")
 @click.argument("scenario")
-@click.option("-o", "--output", "out_dir", required=True, help="Output directory (created).")
+@click.option("-o", "--output", "out_dir", help="Output directory (created; not for `list`).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Random seed.")
 @click.option("--requests", type=int, help="Number of requests (default: the scenario's).")
 @click.option("--duration", type=float, help="Arrival span in seconds (rescales the rate).")
@@ -190,7 +250,7 @@ def demo_cmd(dataset: str | None) -> None:
               help="OTel producer convention of the traces (`traceq synth list`).")  # fmt: skip
 def synth_cmd(
     scenario: str,
-    out_dir: str,
+    out_dir: str | None,
     seed: int,
     requests: int | None,
     duration: float | None,
@@ -213,6 +273,8 @@ def synth_cmd(
         raise Failure(f"unknown convention {convention!r}; run `traceq synth list`")
     if scenario not in SCENARIOS:
         raise Failure(f"unknown scenario {scenario!r}; run `traceq synth list`")
+    if not out_dir:
+        raise click.UsageError("missing option -o / --output")
     if (requests is not None and requests < 1) or (duration is not None and duration <= 0):
         raise click.UsageError("--requests and --duration must be positive")
     labels = generate(
@@ -223,13 +285,6 @@ def synth_cmd(
         f"{scenario}: {t['requests']:,} requests, {t['output_tokens']:,} output tokens, "
         f"{t['preemptions']:,} preemptions → {out_dir}"
     )
-
-
-cli.add_command(sql_cmd)
-cli.add_command(schema_cmd)
-cli.add_command(diagnose_cmd)
-cli.add_command(explain_cmd)
-cli.add_command(playbooks_cmd)
 
 
 def main() -> None:
@@ -244,9 +299,14 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except (Exception, pl.exceptions.PanicException) as exc:  # a panic is a BaseException
-        if os.environ.get("TRACEQ_DEBUG"):
+    except BaseException as exc:  # a polars panic is a BaseException
+        if not _internal(exc) or os.environ.get("TRACEQ_DEBUG"):
             raise
         click.echo(f"traceq: internal error: {type(exc).__name__}: {exc}", err=True)
         sys.exit(2)
     sys.exit(0)
+
+
+def _internal(exc: BaseException) -> bool:
+    """An error of traceq or a library (not Ctrl-C, not SystemExit): one line, no traceback."""
+    return isinstance(exc, Exception) or type(exc).__name__ == "PanicException"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from typing import Any
 
 import click
 import polars as pl
@@ -59,7 +60,7 @@ MEMORY_LIMIT = click.option(
 def sql_cmd(
     dataset: str,
     query: str | None,
-    sql_file: click.utils.LazyFile | None,
+    sql_file: Any,
     out_format: str,
     params: tuple[str, ...],
     max_rows: int,

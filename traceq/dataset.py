@@ -24,7 +24,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -235,39 +235,55 @@ class Dataset:
     def writer(self, source_id: str) -> SourceWriter:
         return SourceWriter(self, source_id)
 
-    def commit(self, entry: dict[str, Any], staged: dict[str, Path]) -> bool:
-        """Move a source's staged files into place and list them; False if already there."""
+    def commit(
+        self, entry: dict[str, Any], staged: dict[str, Path], replaces: Sequence[str] = ()
+    ) -> bool:
+        """Move a source's staged files into place and list them; False if already there.
+
+        `replaces`: source ids whose entries and files this commit drops (`ingest --replace`
+        re-reading a file with other options): readers see the old rows or the new, never
+        both, since the new files get names of their own and the old go after the manifest.
+        """
         with self._locked():
             manifest = self.manifest()
             same = [s for s in manifest["sources"] if s["source_id"] == entry["source_id"]]
-            if any(s.get("status") not in RETRY for s in same):
+            if (
+                any(s.get("status") not in RETRY for s in same)
+                and entry["source_id"] not in replaces
+            ):
                 return False
-            # A source whose reader failed before is replaced by this attempt (same file names),
-            # and so is the entry of this path when it could not be read.
+            # A source whose reader failed before is replaced by this attempt, and so is the
+            # entry of this path when it could not be read.
             same += [
                 s
                 for s in manifest["sources"]
                 if s.get("status") == "unreadable" and s.get("path") == entry.get("path")
             ]
-            # A file that grew replaces the sources it extends, in this same manifest write.
-            superseded = set(entry.get("supersedes", ()))
-            old = [s for s in manifest["sources"] if s["source_id"] in superseded]
-            manifest["sources"] = [s for s in manifest["sources"] if s not in same + old]
-            for prior in same:
-                for rel in prior.get("files", {}).values():
-                    self._inside(rel).unlink(missing_ok=True)
+            # `ingest --replace` and a file that grew drop the sources they stand for.
+            dropped = set(replaces) | set(entry.get("supersedes", ()))
+            old = [s for s in manifest["sources"] if s in same or s["source_id"] in dropped]
+            manifest["sources"] = [s for s in manifest["sources"] if s not in old]
+            taken = {rel for s in old for rel in s.get("files", {}).values()}
             files = {}
             for table, path in staged.items():
                 (self.root / table).mkdir(exist_ok=True)
-                rel = f"{table}/{entry['source_id']}.parquet"
+                rel = self._free_name(table, entry["source_id"], taken)
                 os.replace(path, self.root / rel)
                 files[table] = rel
             manifest["sources"].append({**entry, "files": files})
             self._write_manifest(manifest)
-            for prior in old:  # unlisted now; removed only after the manifest no longer lists them
-                for rel in prior.get("files", {}).values():
-                    self._inside(rel).unlink(missing_ok=True)
+            # unlisted now: removed only after the manifest no longer lists them
+            for rel in taken - set(files.values()):
+                self._inside(rel).unlink(missing_ok=True)
         return True
+
+    def _free_name(self, table: str, source_id: str, taken: set[str]) -> str:
+        """`table/<source_id>.parquet`, or `….<n>.parquet` while a listed file has the name."""
+        rel, n = f"{table}/{source_id}.parquet", 0
+        while rel in taken:
+            n += 1
+            rel = f"{table}/{source_id}.{n}.parquet"
+        return rel
 
 
 def write_error(root: Path, exc: OSError) -> DatasetError | None:
@@ -300,19 +316,37 @@ class SourceWriter:
         self.rows: dict[str, int] = {}
         self.t_min: int | None = None
         self.t_max: int | None = None
+        self.labels: dict[str, str] = {}
+        """Column → value set on every row of the tables that have the column (`--instance`)."""
 
     def write(self, table: str, frame: pl.DataFrame) -> None:
-        """Append a batch to `table`; the frame is conformed to the schema first.
+        """Append a batch to schema table `table`; the frame is conformed to the schema first.
 
-        Names that are not schema tables are scratch tables: written as they are, never
-        committed, for an ingester's own second pass (`scratch_path`).
+        A name the schema does not know is an error (a typo must not lose rows silently);
+        an ingester's own second-pass tables go through `write_scratch`.
         """
+        if table not in TABLES:
+            msg = f"no table {table!r} in the schema (scratch tables: write_scratch)"
+            raise ValueError(msg)
         if frame.height == 0:
             return
-        if table in TABLES:
-            frame = conform(table, frame.with_columns(source_id=pl.lit(self.source_id)))
-            if table != "quarantine":
-                self._track_time(table, frame)
+        names = {c.name for c in TABLES[table]}
+        fixed = {k: pl.lit(v) for k, v in self.labels.items() if k in names}
+        frame = conform(table, frame.with_columns(source_id=pl.lit(self.source_id), **fixed))
+        if table != "quarantine":
+            self._track_time(table, frame)
+        self._append(table, frame)
+
+    def write_scratch(self, name: str, frame: pl.DataFrame) -> None:
+        """Append a batch to scratch table `name`: written as it is, never committed, read
+        back by the ingester's second pass (`scratch_path`)."""
+        if name in TABLES:
+            msg = f"{name!r} is a schema table, not a scratch name"
+            raise ValueError(msg)
+        if frame.height:
+            self._append(name, frame)
+
+    def _append(self, table: str, frame: pl.DataFrame) -> None:
         arrow = frame.to_arrow()
         if table not in self._writers:
             self._paths[table] = self.scratch_path(table)
@@ -343,7 +377,8 @@ class SourceWriter:
                 self._writers.pop(key).close()
         return {t: p for t, p in self._paths.items() if t in TABLES and t not in self._writers}
 
-    def commit(self, entry: dict[str, Any]) -> bool:
+    def commit(self, entry: dict[str, Any], replaces: Sequence[str] = ()) -> bool:
+        """Commit the staged files with `entry` (see `Dataset.commit` for `replaces`)."""
         staged = self.close()
         entry = {
             **entry,
@@ -354,7 +389,7 @@ class SourceWriter:
             "ingested_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         try:
-            return self.dataset.commit(entry, staged)
+            return self.dataset.commit(entry, staged, replaces)
         finally:
             self.discard()
 

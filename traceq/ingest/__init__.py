@@ -1,11 +1,13 @@
 """Ingest: find each input's format, read it into a dataset, account for every record.
 
 Every ingester family is a module with `FORMATS` (name → description), `sniff(source)` and
-`ingest(source, writer, fmt, options, progress)`; `FAMILIES` lists them in sniffing order.
+`ingest(source, writer, fmt, options, progress)` (the `Family` protocol, `family.py`);
+`FAMILIES` lists them in sniffing order.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import os
@@ -13,13 +15,15 @@ import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
 from traceq.dataset import HEAD_HASH_BYTES, Dataset, DatasetError, SourceWriter, write_error
 from traceq.ingest.blocks import LineCap
+from traceq.ingest.clocks import overlap_warnings, reference_ranges, source_warnings
+from traceq.ingest.family import Family
+from traceq.ingest.fit import wrong_format
 from traceq.ingest.options import IngestOptions
 from traceq.ingest.source import InputError, Source
 from traceq.schema import RAW_LIMIT
@@ -29,13 +33,15 @@ FAMILIES = (
     "traceq.ingest.gpu",
     "traceq.ingest.serverlog",
     "traceq.ingest.loadtest",
+    "traceq.ingest.metrics",
 )
 
 __all__ = ["FAMILIES", "IngestOptions", "IngestResult", "InputError", "formats", "ingest"]
 
 
-def _families() -> list[ModuleType]:
-    return [importlib.import_module(name) for name in FAMILIES]
+def _families() -> list[Family]:
+    """The family modules (`traceq/ingest/family.py` is their contract)."""
+    return [cast(Family, importlib.import_module(name)) for name in FAMILIES]
 
 
 def formats() -> dict[str, str]:
@@ -48,11 +54,17 @@ class IngestResult:
     path: Path
     source_id: str
     format: str | None
-    status: str  # ingested | already ingested | unrecognised | failed | unreadable | skipped
+    status: str  # ingested | replaced | already ingested | unrecognised | failed | unreadable
+    # | skipped | wrong format
     rows: dict[str, int] = field(default_factory=dict)
     quarantined: int = 0
     detail: str = ""  # why a file was unreadable or skipped
     conventions: dict[str, int] = field(default_factory=dict)  # OTel producer conventions
+    clock_domain: str | None = None
+    assumptions: dict[str, Any] = field(default_factory=dict)
+    """How the source's clock was set where the file did not say (year, zone, anchor)."""
+    warnings: list[str] = field(default_factory=list)
+    """Clock problems the user must see: a guessed year, stamps after the mtime, no overlap."""
 
 
 def _expand(
@@ -110,7 +122,7 @@ def _check_readable(path: Path) -> None:
         raise InputError(msg)
 
 
-def _detect(source: Source, fmt: str) -> tuple[ModuleType | None, str | None]:
+def _detect(source: Source, fmt: str) -> tuple[Family | None, str | None]:
     try:
         source.head  # noqa: B018 - a corrupt compressed file is unrecognised, not a crash
     except InputError:
@@ -132,12 +144,18 @@ def ingest(
     fmt: str = "auto",
     options: IngestOptions | None = None,
     progress: Callable[[int], None] | None = None,
+    replace: bool = False,
 ) -> list[IngestResult]:
     """Ingest files and directories into the dataset at `dataset` (created if missing).
 
     Named files must be readable, non-empty and (with `fmt="auto"`) of a known format, else
     `InputError`. Files found inside directories that no ingester recognises, or that are
     empty, are listed in the manifest with a quarantine row, so nothing passes unnoticed.
+    With `replace`, a file already in the dataset is read again (new options) and its old
+    rows are dropped in the same manifest commit.
+
+    Logs without a year are read last, so that their year can be matched to the time ranges
+    of the other sources (`traceq/ingest/clocks.py`).
     """
     if fmt != "auto" and fmt not in formats():
         msg = f"unknown format {fmt!r}; known: {', '.join(formats())}"
@@ -155,17 +173,39 @@ def ingest(
     try:
         ds = Dataset(dataset, create=True)
         ds.sweep()
-        cap = options.max_line_bytes
-        results = [
-            _ingest_one(ds, Source(p, cap=LineCap(cap)), fmt, options, progress or _noop)
-            for p, _ in files
-        ]
+        sources = sorted(
+            (Source(p, cap=LineCap(options.max_line_bytes)) for p, _ in files),
+            key=lambda s: _needs_year(s, fmt, options),
+        )
+        results = [_ingest_one(ds, s, fmt, options, progress or _noop, replace) for s in sources]
+        manifest = ds.sources()
     except OSError as exc:  # disk full, read-only: what to do, not a traceback
         error = write_error(Path(dataset), exc)
         if error is None:
             raise
         raise error from exc
-    return results + skipped
+    fresh = {r.source_id for r in results if r.status in ("ingested", "replaced")}
+    notes = overlap_warnings([s for s in manifest if s["source_id"] in fresh], manifest)
+    for r in results:
+        if r.source_id in notes and r.status in ("ingested", "replaced"):
+            r.warnings.append(notes[r.source_id])
+    order = {p: i for i, (p, _) in enumerate(files)}
+    return sorted(results, key=lambda r: order.get(r.path, 0)) + skipped
+
+
+# Formats whose stamps print no year: read after the others to match theirs.
+_YEARLESS = ("vllm-log",)
+
+
+def _needs_year(source: Source, fmt: str, options: IngestOptions) -> bool:
+    if options.year is not None:
+        return False
+    try:
+        if source.size == 0:
+            return False
+        return (fmt if fmt != "auto" else _detect(source, fmt)[1]) in _YEARLESS
+    except OSError:  # unreadable: listed as such by _ingest_one
+        return False
 
 
 def _ingest_one(
@@ -174,14 +214,17 @@ def _ingest_one(
     fmt: str,
     options: IngestOptions,
     progress: Callable[[int], None],
+    replace: bool = False,
 ) -> IngestResult:
     try:
         source.source_id  # noqa: B018 - hashing reads the whole file
     except OSError as exc:
         return _unreadable(ds, source, exc)
-    if ds.has_source(source.source_id):
+    known = ds.has_source(source.source_id)
+    if known and not replace:
         progress(source.size)
         return IngestResult(source.path, source.source_id, None, "already ingested")
+    options = dataclasses.replace(options, references=tuple(reference_ranges(ds.sources())))
     entry: dict[str, Any] = {
         "path": str(source.path.resolve()),
         "content_hash": f"sha256:{source.content_hash}",
@@ -192,7 +235,7 @@ def _ingest_one(
     extends = ds.extended_by(source.size, source.prefix_hash)
     if extends:  # a file that grew: read whole again, its old rows go in the same commit
         entry["supersedes"] = extends
-    writer = ds.writer(source.source_id)
+    writer = _writer(ds, source, options)
     try:
         status = _read(writer, source, fmt, options, progress, entry)
     except InputError:
@@ -205,24 +248,47 @@ def _ingest_one(
         # A reader bug, or a shape of input no reader foresaw: this file's rows are dropped,
         # the file is listed with the error in quarantine, and the other files go on.
         writer.discard()
-        writer = ds.writer(source.source_id)
+        writer = _writer(ds, source, options)
         reason = f"{entry.get('format')} reader failed: {type(exc).__name__}: {exc}"
         _quarantine_file(writer, reason[:RAW_LIMIT], "")
         status = entry["status"] = "failed"
+    if known and status == "failed":  # a failed re-read keeps the rows read before
+        writer.discard()
+        return IngestResult(source.path, source.source_id, entry["format"], "failed")
+    if fmt != "auto" and status == "ingested":
+        wrong = wrong_format(source, fmt, writer, lambda: _detect(source, "auto")[1])
+        if wrong:  # a forced format that reads garbage: nothing committed, exit 2
+            writer.discard()
+            result = IngestResult(source.path, source.source_id, fmt, "wrong format")
+            result.warnings.append(wrong)
+            return result
     try:
-        committed = writer.commit(entry)
+        committed = writer.commit(entry, replaces=[source.source_id] if known else [])
     except BaseException:
         writer.discard()
         raise
+    listed = next((s for s in ds.sources() if s["source_id"] == source.source_id), entry)
+    warnings = list(entry.pop("warnings", None) or [])
+    warnings += source_warnings(listed, source.path.stat().st_mtime_ns)
     return IngestResult(
         source.path,
         source.source_id,
         entry["format"],
-        status if committed else "already ingested",
+        ("replaced" if known else status) if committed else "already ingested",
         {t: n for t, n in writer.rows.items() if t in _PUBLIC and n},
         writer.rows.get("quarantine", 0),
         conventions=entry.get("conventions", {}),
+        clock_domain=entry.get("clock_domain"),
+        assumptions=dict(entry.get("assumptions") or {}),
+        warnings=warnings,
     )
+
+
+def _writer(ds: Dataset, source: Source, options: IngestOptions) -> SourceWriter:
+    writer = ds.writer(source.source_id)
+    labels = {"instance": options.instance, "host": options.host}
+    writer.labels = {k: v for k, v in labels.items() if v is not None}
+    return writer
 
 
 def _read(
@@ -236,7 +302,7 @@ def _read(
     """Read one source into `writer`, filling `entry`; returns its status."""
     entry |= {"format": None, "clock_domain": None}
     family, found = (None, None) if source.size == 0 else _detect(source, fmt)
-    if family is None:
+    if family is None or found is None:
         reason = "empty file" if source.size == 0 else "no ingester recognises this file"
         try:
             raw = source.head[:RAW_LIMIT].decode("utf-8", "replace")

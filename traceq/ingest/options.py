@@ -6,6 +6,7 @@ import zoneinfo
 from dataclasses import dataclass, field
 
 from traceq.ingest.blocks import MAX_LINE_BYTES
+from traceq.ingest.clocks import check_instant, check_year
 from traceq.ingest.otel.spans import SpanConventions
 from traceq.ingest.source import InputError
 
@@ -29,6 +30,13 @@ class IngestOptions:
     max_line_bytes: int = MAX_LINE_BYTES
     """Longest line (or JSON document, for formats read whole) a reader holds in memory;
     longer ones are quarantined unread (docs/RELIABILITY.md)."""
+    instance: str | None = None
+    """Label for the `instance` column of every row read (`--instance`)."""
+    host: str | None = None
+    """Label for the `host` column of every row read (`--host`)."""
+    references: tuple[tuple[int, int], ...] = ()
+    """Time ranges (ns) of the dataset's sources with an absolute clock, filled by the driver
+    for each file: a yearless log takes the year that matches them (`ingest/clocks.py`)."""
 
     def check(self) -> None:
         """Raise InputError for an option no reader could use (checked once per ingest)."""
@@ -40,3 +48,11 @@ class IngestOptions:
         if self.max_line_bytes < 1:
             msg = f"--max-line-bytes must be positive, got {self.max_line_bytes}"
             raise InputError(msg)
+        problems = (
+            check_year(self.year),
+            check_instant("--start", self.start),
+            check_instant("--t0", self.t0),
+        )
+        for problem in problems:
+            if problem:
+                raise InputError(problem)

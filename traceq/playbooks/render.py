@@ -33,7 +33,7 @@ def _window(w: dict[str, Any]) -> str:
 
 
 def summary_line(d: Diagnosis) -> str:
-    counts = Counter(f.status for f in d.findings)
+    counts: Counter[str] = Counter(f.status for f in d.findings)
     parts = [f"{counts[s]} {LABEL[s] if s != 'pass' else 'pass'}" for s in LABEL if counts[s]]
     return f"{len(d.findings)} playbooks on {d.dataset}: " + ", ".join(parts)
 

@@ -52,7 +52,7 @@ def _azure(name: str) -> list[tuple[float, int, int, tuple[int, ...]]]:
         # 7 fractional digits (100 ns ticks): keep microseconds.
         t = datetime.fromisoformat(ts[:26]).timestamp()
         rows.append((t, int(ctx), int(gen), ()))
-    return rows
+    return rows  # type: ignore[return-value]
 
 
 def _mooncake(name: str) -> list[tuple[float, int, int, tuple[int, ...]]]:
@@ -144,7 +144,7 @@ def _warp(gaps: array, window: tuple[float, float], factor: float) -> tuple[floa
             last = real + gaps[i]
         t += g
         real += gaps[i]
-    return (first, last) if first is not None else (0.0, 0.0)
+    return (first, last) if first is not None and last is not None else (0.0, 0.0)
 
 
 def arrivals(

@@ -98,6 +98,18 @@ class StepInfo:
         "tokens_sampled",
         "waiting",
     )
+    hit_rate: float
+    kv_used: int
+    n_decode: int
+    prefill_only: bool
+    prefill_tokens: int
+    prompt_tokens_done: int
+    running: int
+    t_end: int
+    t_start: int
+    throttled: bool
+    tokens_sampled: int
+    waiting: int
 
     def __init__(self, **kw: float | bool) -> None:
         for k, v in kw.items():

@@ -169,7 +169,7 @@ def _sglang(
         spans.append(
             _span(trace_id, prefill, sched_thread, "prefill_forward", r.t_scheduled, first)
         )
-    if len(r.tokens) > 1:
+    if len(r.tokens) > 1 and first is not None:
         spans.append(_span(trace_id, decode, sched_thread, "decode_forward", first, r.tokens[-1]))
         loop_ids = hashlib.blake2b(root_id.encode(), digest_size=8).hexdigest()
         base = int(loop_ids, 16)

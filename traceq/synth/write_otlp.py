@@ -164,8 +164,8 @@ class OtlpWriter:
                 self.convention,
                 r,
                 (trace_id, span_id, tok_id),
-                server["attributes"],
-                server["status"],
+                server["attributes"],  # type: ignore[arg-type]
+                server["status"],  # type: ignore[arg-type]
                 self.preempted.pop(r.idx, []),
             )
         if len(self.batch) >= 2 * SPANS_PER_LINE:

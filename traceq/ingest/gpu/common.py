@@ -225,7 +225,7 @@ CLOCKLESS = "gpu_clockless"  # scratch table of samples waiting for their time
 def stage_clockless(writer: SourceWriter, frame: pl.DataFrame) -> None:
     """Keep wide samples numbered `_k` (no time yet) until the last sample number is known."""
     staged = conform("gpu_samples", frame.drop("_k")).with_columns(frame["_k"])
-    writer.write(CLOCKLESS, staged)
+    writer.write_scratch(CLOCKLESS, staged)
 
 
 def finish_clockless(writer: SourceWriter, clock: Clock) -> None:

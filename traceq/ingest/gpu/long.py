@@ -7,11 +7,11 @@ samples their time and turns the DEV_PCIE_*_THROUGHPUT KB counters into rates.
 
 from __future__ import annotations
 
-import duckdb
 import polars as pl
 
 from traceq.dataset import SourceWriter
 from traceq.ingest.gpu.common import RANGES, Clock, quarantine_rows
+from traceq.ingest.second_pass import second_pass
 from traceq.sql import load
 
 # DCGM field (exporter name without `DCGM_FI_`, or dcgmi dmon short name) → staged column.
@@ -135,7 +135,7 @@ def check_and_stage(writer: SourceWriter, frame: pl.DataFrame) -> int:
         value=pl.when(nan | inf | outside).then(None).otherwise(v),
         col_bit=pl.col("col").replace_strict(COLUMN_BITS, return_dtype=pl.Int8),
     )
-    writer.write(STAGE, frame.select([pl.col(c).cast(t) for c, t in LONG_SCHEMA.items()]))
+    writer.write_scratch(STAGE, frame.select([pl.col(c).cast(t) for c, t in LONG_SCHEMA.items()]))
     return int(n_nan)
 
 
@@ -145,18 +145,15 @@ def finalize(writer: SourceWriter, clock: Clock) -> dict[str, int]:
     path = writer.scratch_path(STAGE)
     if not path.exists():
         return {"duplicate_values": 0, "clockless_values": 0}
-    con = duckdb.connect()
-    con.execute("SET temp_directory = ?", [str(writer.scratch / "duckdb.tmp")])
-    con.execute("SET memory_limit = ?", [DUCKDB_MEMORY])  # beyond it, DuckDB spills to disk
-    con.execute("SET preserve_insertion_order = false")
-    con.read_parquet(str(path)).create_view(STAGE)
-    no_time = pl.scan_parquet(path).filter(pl.col("ts").is_null())
-    last_k = no_time.select(pl.col("_k").max()).collect().item() or 0
-    params = pl.DataFrame({"anchor_ns": [clock.anchor(last_k)], "interval_ns": [clock.interval_ns]})
-    con.register("gpu_params", params)
-    con.execute(load("gpu_finalize"))
-    for batch in con.table("gpu_out").to_arrow_reader(1 << 18):
-        writer.write("gpu_samples", pl.from_arrow(batch))  # type: ignore[arg-type]
-    clockless, dups = con.table("gpu_stats").fetchall()[0]
-    con.close()
+    with second_pass(writer, DUCKDB_MEMORY) as con:  # beyond it, DuckDB spills to disk
+        con.read_parquet(str(path)).create_view(STAGE)
+        no_time = pl.scan_parquet(path).filter(pl.col("ts").is_null())
+        last_k = no_time.select(pl.col("_k").max()).collect().item() or 0
+        anchor = clock.anchor(last_k)
+        params = pl.DataFrame({"anchor_ns": [anchor], "interval_ns": [clock.interval_ns]})
+        con.register("gpu_params", params)
+        con.execute(load("gpu_finalize"))
+        for batch in con.table("gpu_out").to_arrow_reader(1 << 18):
+            writer.write("gpu_samples", pl.from_arrow(batch))  # type: ignore[arg-type]
+        clockless, dups = con.table("gpu_stats").fetchall()[0]
     return {"duplicate_values": int(dups), "clockless_values": int(clockless)}

@@ -112,7 +112,7 @@ def _sibling(source: Source) -> str | None:
 
 
 def _summary(doc: dict[str, Any], run: Run) -> None:
-    records = doc.get("records") if isinstance(doc.get("records"), dict) else doc
+    records: dict[str, Any] = doc["records"] if isinstance(doc.get("records"), dict) else doc
     for name, stats in records.items():
         if isinstance(stats, dict) and "unit" in stats:
             run.distribution(TOOL, name, stats, stats.get("unit"), None)

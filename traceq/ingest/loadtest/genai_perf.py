@@ -30,7 +30,7 @@ from traceq.ingest.source import Source
 TOOL = "genai-perf"
 EPOCH_NS_FLOOR = 10**17  # ns stamps below this (≈ 1973) come from a steady clock, not the epoch
 _REQUEST = pl.Schema(
-    {
+    {  # type: ignore[arg-type]
         "timestamp": pl.Int64,
         "response_timestamps": pl.List(pl.Int64),
         "response_outputs": pl.List(pl.Struct({"response": pl.String, "text_output": pl.String})),
@@ -67,15 +67,15 @@ def read(data: bytes, options: IngestOptions, source: Source) -> Run:
         return run
     experiments = doc["experiments"]
     several = len(experiments) > 1
-    frames = []
+    found: list[pl.DataFrame | None] = []
     for e, experiment in enumerate(experiments):
         label = str(e) if several else None
         requests = experiment.get("requests") if isinstance(experiment, dict) else None
         if not isinstance(requests, list):
             run.reject(f"experiment {e}", "experiment without a requests list", experiment)
             continue
-        frames.append(_requests(requests, run, f"{source.source_id}:{e}", label, f"experiment {e}"))
-    frames = [f for f in frames if f is not None and f.height]
+        found.append(_requests(requests, run, f"{source.source_id}:{e}", label, f"experiment {e}"))
+    frames = [f for f in found if f is not None and f.height]
     if frames:
         lowest = min(f["t_arrival"].min() for f in frames)  # type: ignore[type-var]
         relative = lowest is not None and lowest < EPOCH_NS_FLOOR  # type: ignore[operator]

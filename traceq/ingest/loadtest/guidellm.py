@@ -90,7 +90,7 @@ def read(data: bytes, options: IngestOptions, source: Source) -> Run:
 
 _TIMINGS = pl.Struct({new: pl.Float64 for new, _ in _FIELDS.values()})
 _REQUEST = pl.Schema(
-    {
+    {  # type: ignore[arg-type]
         "request_id": pl.String,
         "response_id": pl.String,
         "prompt_tokens": pl.Int64,

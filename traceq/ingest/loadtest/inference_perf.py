@@ -31,7 +31,7 @@ from traceq.ingest.source import Source
 
 TOOL = "inference-perf"
 _RECORD = pl.Schema(
-    {
+    {  # type: ignore[arg-type]
         "start_time": pl.Float64,
         "end_time": pl.Float64,
         "stage_id": pl.Int64,

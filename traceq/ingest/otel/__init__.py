@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 import polars as pl
 
 from traceq.dataset import SourceWriter
 from traceq.ingest.otel import jaeger, otlp_json, otlp_proto
 from traceq.ingest.otel.spans import conventions_seen, split_spans
+from traceq.ingest.second_pass import second_pass
 from traceq.ingest.source import Source
 from traceq.sql import load
 
@@ -91,7 +91,7 @@ def ingest(
             for key, n in conventions_seen(parts).items():
                 seen[key] = seen.get(key, 0) + n
             for stage, part in zip(_STAGES, ("spans", "tokens", "events"), strict=True):
-                writer.write(stage, parts[part])
+                writer.write_scratch(stage, parts[part])
                 schemas[stage] = parts[part].schema
             writer.write("quarantine", parts["quarantine"])
             quarantine += [
@@ -109,22 +109,18 @@ def ingest(
 
 
 def _finalize(writer: SourceWriter, schemas: dict[str, pl.Schema]) -> None:
-    con = duckdb.connect()
-    con.execute("SET temp_directory = ?", [str(writer.scratch / "duckdb.tmp")])
-    con.execute("SET preserve_insertion_order = false")
-    con.execute("SET memory_limit = ?", [FINALIZE_MEMORY])  # spills beyond: bounded RSS
-    empty = {}
-    for stage in _STAGES:
-        writer.close(stage)
-        path = writer.scratch_path(stage)
-        if path.exists():
-            con.read_parquet(str(path)).create_view(stage)
-        else:
-            empty[stage] = pl.DataFrame(schema=schemas[stage])
-            con.register(stage, empty[stage])
-    con.execute(load("otel_finalize"))
-    for view, table in _OUTPUTS.items():
-        reader = con.table(view).to_arrow_reader(1 << 18)
-        for batch in reader:
-            writer.write(table, pl.from_arrow(batch))  # type: ignore[arg-type]
-    con.close()
+    with second_pass(writer, FINALIZE_MEMORY) as con:  # spills beyond: bounded RSS
+        empty = {}
+        for stage in _STAGES:
+            writer.close(stage)
+            path = writer.scratch_path(stage)
+            if path.exists():
+                con.read_parquet(str(path)).create_view(stage)
+            else:
+                empty[stage] = pl.DataFrame(schema=schemas[stage])
+                con.register(stage, empty[stage])
+        con.execute(load("otel_finalize"))
+        for view, table in _OUTPUTS.items():
+            reader = con.table(view).to_arrow_reader(1 << 18)
+            for batch in reader:
+                writer.write(table, pl.from_arrow(batch))  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ from traceq.schema import RAW_LIMIT
 
 _TAGS = pl.List(pl.Struct({"key": pl.String, "type": pl.String, "value": pl.String}))
 _TRACE = pl.Schema(
-    {
+    {  # type: ignore[arg-type]
         "spans": pl.List(
             pl.Struct(
                 {
@@ -46,7 +46,7 @@ _VARIANT = {"string": "stringValue", "bool": "boolValue", "int64": "intValue",
 def _as_key_values(tags: pl.Expr) -> pl.Expr:
     """Jaeger tags in the OTLP KeyValue shape of the span frame."""
     e = pl.element()
-    value = pl.struct(
+    value = pl.struct(  # type: ignore[call-overload]
         **{
             variant: pl.when(e.struct.field("type").str.to_lowercase() == jtype).then(
                 e.struct.field("value")

@@ -260,10 +260,12 @@ def iter_span_frames(
             if lines:
                 yield documents_to_spans(_read_block(b"\n".join(lines) + b"\n", 1, quarantine))
                 return
-    for block, first_line in itertools.chain(held, blocks):
-        for part, first, big in cut_long_lines(block, first_line, SPLIT_BYTES):
-            docs = _read_big_line(part, first, quarantine) if big else None
-            yield documents_to_spans(_read_block(part, first, quarantine) if docs is None else docs)
+    for text, at_line in itertools.chain(held, blocks):
+        for part, part_line, big in cut_long_lines(text, at_line, SPLIT_BYTES):
+            docs = _read_big_line(part, part_line, quarantine) if big else None
+            if docs is None:
+                docs = _read_block(part, part_line, quarantine)
+            yield documents_to_spans(docs)
 
 
 def _read_big_line(line: bytes, number: int, quarantine: Quarantine) -> pl.DataFrame:

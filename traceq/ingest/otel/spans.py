@@ -40,7 +40,7 @@ ANY_VALUE = pl.Struct(
 KEY_VALUES = pl.List(pl.Struct({"key": pl.String, "value": ANY_VALUE}))
 
 SPAN_FRAME = pl.Schema(
-    {
+    {  # type: ignore[arg-type]
         "_line": pl.Int64,  # record number in the source (line, message or trace)
         "_span": pl.Int64,  # span number in the source, unique within it
         "service": pl.String,

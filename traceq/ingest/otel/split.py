@@ -66,10 +66,10 @@ def _cut_group(
             spans.append(text)
             size += len(text)
             if size >= PIECE_BYTES:
-                pieces.append(_piece(resource, spans))
+                pieces.append(_piece(resource, spans))  # type: ignore[arg-type]
                 spans, size = [], 0
     if spans:
-        pieces.append(_piece(resource, spans))
+        pieces.append(_piece(resource, spans))  # type: ignore[arg-type]
     return pieces
 
 

@@ -18,15 +18,16 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 import polars as pl
 
 from traceq.dataset import SourceWriter
+from traceq.ingest.clocks import infer_year
+from traceq.ingest.second_pass import second_pass
 from traceq.ingest.serverlog import events as ev
 from traceq.ingest.serverlog import lines as ln
 from traceq.ingest.serverlog import patterns as p
 from traceq.ingest.serverlog.categories import categorise, line_starts
-from traceq.ingest.serverlog.clock import Clock
+from traceq.ingest.serverlog.clock import Clock, stamp_range
 from traceq.ingest.serverlog.stats import quarantine_rows, sglang_stats, vllm_stats
 from traceq.ingest.source import Source
 from traceq.sql import load
@@ -67,6 +68,7 @@ _SNIFF_SGLANG = re.compile(
 def sniff(source: Source) -> str | None:
     """`sglang-log` / `vllm-log` when the head has a line of that server's own format."""
     text = re.sub(p.ANSI, "", source.head.decode("utf-8", "replace"))
+    text = re.sub(p.SYSLOG, "", text, flags=re.MULTILINE)
     if _SNIFF_SGLANG.search(text):
         return "sglang-log"
     if _SNIFF_VLLM.search(text):
@@ -82,14 +84,14 @@ def ingest(
     progress: Callable[[int], None],
 ) -> dict[str, Any]:
     """Read one server log into `writer`; returns manifest details."""
-    clock = Clock(tz=options.tz, year=options.year, mtime=source.path.stat().st_mtime)
+    clock = _clock(source, options)
     state = _State(instance=_instance(source))
     writes = _Writes(writer)
     try:
         read: deque[int] = deque()  # bytes read on the worker, reported from here
         with (
             source.open() as stream,
-            closing(_read_ahead(ln.iter_blocks(stream, read.append, ln.BLOCK_BYTES))) as blocks,
+            closing(_read_ahead(ln.iter_blocks(stream, read.append, ln.BLOCK_BYTES))) as blocks,  # type: ignore[type-var]
         ):
             pending = None
             for block in blocks:
@@ -106,9 +108,16 @@ def ingest(
     finally:
         writes.close()
     rows = _requests(writer)
+    warnings = []
+    if clock.year_from == "file mtime":
+        warnings.append(
+            f"no year in the log's stamps and no other source to match them: year {clock.year} "
+            "taken from the file's mtime (pass --year if that is wrong)"
+        )
     return {
         "clock_domain": "log_local_time",
         "assumptions": clock.assumptions(),
+        "warnings": warnings,
         "lines": {
             "total": state.lines,
             "blank": state.blank,
@@ -119,6 +128,18 @@ def ingest(
         "unrecognised": {k: n for k, n in sorted(state.cats.items()) if k not in _STORED},
         "coarse_requests": rows,
     }
+
+
+def _clock(source: Source, options: IngestOptions) -> Clock:
+    """`--year`, else the year matched to the dataset's other sources, else the mtime's."""
+    mtime = source.path.stat().st_mtime
+    if options.year is not None:
+        return Clock(tz=options.tz, year=options.year, mtime=mtime)
+    stamps = stamp_range(source)
+    found = stamps and infer_year(stamps[0], stamps[1], options.tz, options.references)
+    if found:
+        return Clock(tz=options.tz, year=found[0], mtime=mtime, year_from=found[1])
+    return Clock(tz=options.tz, year=None, mtime=mtime)
 
 
 class _State:
@@ -177,7 +198,10 @@ class _Writes:
         for table, frame in batches:
             self.writer.write(table, frame)
         for table, frame in ev.extract(records).items():
-            self.writer.write(_SCRATCH.get(table, table), frame)
+            if table in _SCRATCH:
+                self.writer.write_scratch(_SCRATCH[table], frame)
+            else:
+                self.writer.write(table, frame)
 
     def wait(self) -> None:
         """Until the block in flight is written; raises what writing it raised."""
@@ -260,15 +284,14 @@ def _requests(writer: SourceWriter) -> int:
     path = writer.scratch_path("log_lifecycle")
     if not path.exists():
         return 0
-    con = duckdb.connect()
-    con.read_parquet(str(path)).create_view("log_lifecycle")
     writer.close("log_model")
     models = writer.scratch_path("log_model")
-    if models.exists():
-        con.read_parquet(str(models)).create_view("log_model")
-    else:
-        con.register("log_model", pl.DataFrame(schema=_MODEL_SCHEMA))
-    frame = con.sql(load("serverlog_requests")).pl()
-    con.close()
+    with second_pass(writer) as con:
+        con.read_parquet(str(path)).create_view("log_lifecycle")
+        if models.exists():
+            con.read_parquet(str(models)).create_view("log_model")
+        else:
+            con.register("log_model", pl.DataFrame(schema=_MODEL_SCHEMA))
+        frame = con.sql(load("serverlog_requests")).pl()
     writer.write("requests", frame)
     return frame.height

@@ -87,11 +87,11 @@ def _start_cats(msg: pl.Series) -> pl.Series:
     """The category each message's start gives (null: none of `_STARTS`)."""
     m = pl.col("msg")
     quick = pl.when(m.str.starts_with("Engine ") & m.str.contains(_QUICK_ENGINE_STATS))
-    quick = quick.then(pl.lit("stats"))
+    quick = quick.then(pl.lit("stats"))  # type: ignore[assignment]
     for name, starts in _QUICK_STARTS:
         hit = pl.any_horizontal(m.str.starts_with(start) for start in starts)
-        quick = quick.when(hit).then(pl.lit(name))
-    cats = msg.to_frame("msg").select(quick.otherwise(None)).to_series()
+        quick = quick.when(hit).then(pl.lit(name))  # type: ignore[attr-defined]
+    cats = msg.to_frame("msg").select(quick.otherwise(None)).to_series()  # type: ignore[attr-defined]
     rest = cats.is_null()
     if not rest.any():
         return cats

@@ -1,17 +1,22 @@
 """Log timestamps → ns since the Unix epoch (UTC).
 
 vLLM prints `MM-DD HH:MM:SS` in the container's local time: no year, no zone. The year is
-`--year` or the file's mtime year (moved back one when the first stamp's month is later than
-the mtime's month: the log began the year before), and rolls over at each Dec → Jan wrap;
+`--year`, else the year that puts the stamps beside the dataset's other sources
+(`traceq/ingest/clocks.py`), else the file's mtime year (moved back one when the first
+stamp's month is later than the mtime's month: the log began the year before), with a
+warning; it rolls over at each Dec → Jan wrap;
 the zone is `--tz` (default UTC). SGLang prints the full date, in local time too.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 
 import polars as pl
+
+from traceq.ingest.source import HEAD_BYTES, Source
 
 # A month that falls by more than this from one stamp to the next is a year wrap (Dec → Jan);
 # smaller steps back are out-of-order lines from parallel processes.
@@ -27,9 +32,11 @@ class Clock:
     mtime: float | None = None  # file mtime, for the default year
     last_month: int | None = None
     wraps: int = 0
-    year_from: str = "option"
+    year_from: str = "--year"
 
     def assumptions(self) -> dict[str, object]:
+        if self.year is None:  # no yearless stamp read (an SGLang log prints full dates)
+            return {"tz": self.tz}
         return {
             "year": self.year,
             "year_from": self.year_from,
@@ -75,3 +82,23 @@ class Clock:
         local = parsed.dt.replace_time_zone(self.tz, ambiguous="earliest", non_existent="null")
         ns = local.dt.epoch("ns")
         return text.replace_strict(distinct, ns, default=None, return_dtype=pl.Int64).alias("ts")
+
+
+_STAMP = re.compile(rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2}-\d{2} \d{2}:\d{2}:\d{2})")
+_ANSI = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def stamp_range(source: Source) -> tuple[str, str | None] | None:
+    """The first and last `MM-DD HH:MM:SS` stamps of a vLLM log, read from its head and
+    (uncompressed files) its tail: the log's time span without reading it all."""
+    head = _ANSI.sub(b"", source.head)
+    first = _STAMP.search(head)
+    if first is None:
+        return None
+    tail = head
+    if source.compression is None and source.size > HEAD_BYTES:
+        with open(source.path, "rb") as fh:
+            fh.seek(source.size - HEAD_BYTES)
+            tail = _ANSI.sub(b"", fh.read())
+    stamps = _STAMP.findall(tail)
+    return first.group(1).decode(), stamps[-1].decode() if stamps else None

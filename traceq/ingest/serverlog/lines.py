@@ -25,6 +25,11 @@ WRAP_MIN_REPEATS = 3  # … and that many long lines share the width: then joine
 NEWLINE = 10
 MAX_DEFER_LINES = 10_000  # open record carried to the next block at most this many lines
 
+# A record that parses neither whole nor by its first line is retried with its first k
+# continuation lines, k ≤ this: a stats line (~300 characters) wrapped at 40+ columns takes
+# at most 8 lines; bounded so a record followed by pages of foreign output costs little.
+RETRY_MAX_PARTS = 8
+SYSLOG_PROBE_LINES = 64  # a block whose first lines carry a syslog prefix is stripped of it
 # Record kinds that wrapped continuation lines can belong to.
 _JOINABLE = ("vllm", "sglang")
 
@@ -120,6 +125,8 @@ def classify(lines: pl.DataFrame) -> pl.DataFrame:
         ).row(0)
     if flags[0]:
         clean = clean.str.replace_all(p.ANSI, "")
+    if lines["text"].head(SYSLOG_PROBE_LINES).str.contains(p.SYSLOG).any():
+        clean = clean.str.replace(p.SYSLOG, "")
     if flags[1]:
         clean = clean.str.strip_chars_start("\r")
     if flags[2]:
@@ -233,6 +240,7 @@ def join_wrapped(
             pl.exclude("piece", "msg", "cont").first(),
             msg_head=pl.col("msg").first(),
             msg=pl.col("piece").str.join(""),
+            parts=pl.col("clean").filter(pl.col("cont")).head(RETRY_MAX_PARTS),
             n_lines=pl.len().cast(pl.Int64),
         )
     )
@@ -266,7 +274,30 @@ def extract_record(df: pl.DataFrame, pattern: str, required: str) -> pl.DataFram
     if ok.all():
         return whole
     head = _extract(df.filter(~ok), pattern, "msg_head")
+    still = head[required].is_null()
+    if still.any():
+        retried = _retry_parts(df.filter(~ok).filter(still), pattern, required)
+        head = pl.concat([head.filter(~still), retried], how="diagonal_relaxed")
     return pl.concat([whole.filter(ok), head], how="diagonal_relaxed").sort("line_no")
+
+
+def _retry_parts(df: pl.DataFrame, pattern: str, required: str) -> pl.DataFrame:
+    """Records that parse neither whole nor by their first line: the first line joined with
+    its first k continuation lines (longest first), cut mid-word (no space) or reflowed (one
+    space). A wrapped record followed by a foreign line (a benchmark's `Throughput: …` print)
+    then parses without it. Only failed records come here: few, a Python loop is fine."""
+    candidates: list[tuple[int, int, str]] = []
+    for line_no, head, parts in df.select("line_no", "msg_head", "parts").iter_rows():
+        for k in range(min(len(parts or []), RETRY_MAX_PARTS), 0, -1):
+            for sep in ("", " "):
+                candidates.append((line_no, len(candidates), head + sep + sep.join(parts[:k])))
+    if candidates:
+        tries = pl.DataFrame(candidates, schema=["line_no", "order", "msg"], orient="row")
+        fits = _extract(tries, pattern, "msg").filter(pl.col(required).is_not_null())
+        best = fits.sort("order").unique("line_no", keep="first").select("line_no", "msg")
+        df = df.join(best.rename({"msg": "fit"}), on="line_no", how="left")
+        df = df.with_columns(msg=pl.coalesce("fit", "msg")).drop("fit")
+    return _extract(df, pattern, "msg")
 
 
 def split_open_tail(df: pl.DataFrame, final: bool) -> tuple[pl.DataFrame, pl.DataFrame]:

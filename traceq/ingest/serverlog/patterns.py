@@ -31,6 +31,14 @@ VLLM_PREFIX = (
 VLLM_GLUED = r"(?P<junk>.*?)(?P<rest>(?:\([^()]*\) )*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) " + (
     r"\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \[?[\w./-]+:\d+\].*)$"
 )
+# A syslog / journald line prefix (`journalctl -o short` or `short-iso`, rsyslog files):
+# `Jun 15 10:00:05 host vllm[1671]: ` or `2025-06-15T10:00:05+0000 host vllm[1671]: `. Removed
+# before parsing, like colour codes; the server's own stamp after it is the record's time.
+SYSLOG = (
+    r"^(?:[A-Z][a-z]{2} [ 0-9][0-9] \d{2}:\d{2}:\d{2}"
+    r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)"
+    r" \S+ [^\s:\[\]]+(?:\[\d+\])?: "
+)
 # Ray appends this to lines it de-duplicated.
 RAY_REPEATED = r"\s*\[repeated \d+x across cluster\]\s*$"
 

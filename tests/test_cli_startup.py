@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from traceq.schema import SCHEMA_VERSION
+
 PROBE = """
 import sys
 import traceq.cli
@@ -53,4 +55,4 @@ def test_package_names_stay_lazy_and_right() -> None:
         "print(callable(traceq.ingest), traceq.SCHEMA_VERSION, traceq.Session.__name__)"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert run.stdout.split() == ["True", "1", "Session"]
+    assert run.stdout.split() == ["True", str(SCHEMA_VERSION), "Session"]

@@ -212,8 +212,24 @@ def demo_cmd(dataset: str | None) -> None:
 @click.option("--seed", type=int, default=1, show_default=True, help="Random seed.")
 @click.option("--requests", type=int, help="Number of requests (default: the scenario's).")
 @click.option("--duration", type=float, help="Arrival span in seconds (rescales the rate).")
+@click.option(
+    "--intensity",
+    type=click.Choice(["mild", "medium", "strong"]),
+    help="Fault strength (default: strong, as in sample_traces/).",
+)
+@click.option(
+    "--window",
+    metavar="START:END",
+    help="Confine the fault to START–END seconds after the first arrival of a longer healthy run.",
+)
 def synth_cmd(
-    scenario: str, out_dir: str, seed: int, requests: int | None, duration: float | None
+    scenario: str,
+    out_dir: str,
+    seed: int,
+    requests: int | None,
+    duration: float | None,
+    intensity: str | None,
+    window: str | None,
 ) -> None:
     """Simulate SCENARIO and write its traces, log, GPU samples and labels.json to -o.
 
@@ -229,10 +245,29 @@ def synth_cmd(
         raise Failure(f"unknown scenario {scenario!r}; run `traceq synth list`")
     if (requests is not None and requests < 1) or (duration is not None and duration <= 0):
         raise click.UsageError("--requests and --duration must be positive")
-    labels = generate(scenario, out_dir, seed=seed, requests=requests, duration_s=duration)
+    span = None
+    if window is not None:
+        try:
+            lo, hi = (float(x) for x in window.split(":"))
+        except ValueError:
+            raise click.UsageError(f"--window {window!r}: expected START:END in seconds") from None
+        span = (lo, hi)
+    try:
+        labels = generate(
+            scenario,
+            out_dir,
+            seed=seed,
+            requests=requests,
+            duration_s=duration,
+            intensity=intensity,
+            window=span,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     t = labels["truth"]
+    level = f" ({labels['intensity']})" if labels["intensity"] else ""
     click.echo(
-        f"{scenario}: {t['requests']:,} requests, {t['output_tokens']:,} output tokens, "
+        f"{scenario}{level}: {t['requests']:,} requests, {t['output_tokens']:,} output tokens, "
         f"{t['preemptions']:,} preemptions → {out_dir}"
     )
 

@@ -72,6 +72,10 @@ def scenario(
         msg = f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}"
         raise KeyError(msg)
     sc = SCENARIOS[name]
+    if intensity is not None:
+        sc = with_intensity(sc, intensity)
+    if window is not None:
+        sc = with_window(sc, window, intensity or DEFAULT_INTENSITY)
     w = sc.workload
     if requests is not None:
         w = replace(w, requests=requests)
@@ -80,10 +84,6 @@ def scenario(
             w = replace(w, requests=max(1, round(duration_s * (w.rate_per_s or 1.0))))
         w = replace(w, rate_per_s=w.requests / duration_s)
     sc = replace(sc, workload=w)
-    if intensity is not None:
-        sc = with_intensity(sc, intensity)
-    if window is not None:
-        sc = with_window(sc, window, intensity or DEFAULT_INTENSITY)
     if sc.name in KNOBS:
         level = intensity or DEFAULT_INTENSITY
         sc = replace(sc, intensity=level, description=describe(sc, level))

@@ -147,15 +147,25 @@ def _warp(gaps: array, window: tuple[float, float], factor: float) -> tuple[floa
     return (first, last) if first is not None else (0.0, 0.0)
 
 
-def _warp_real(gaps: array, window: tuple[float, float], factor: float) -> tuple[float, float]:
-    """Windowed overload: arrivals `factor` × faster between `window` seconds of the warped
-    clock itself (the caller adds the extra requests that fill the window)."""
+def _warp_window(
+    gaps: array, rows: Iterator[tuple], window: tuple[float, float], factor: float
+) -> tuple[float, float]:
+    """Windowed overload: arrivals `factor` × faster between `window` seconds after the first
+    arrival, and as many more requests read from the source as keep the run as long as the
+    unwarped one (so the traffic after the window keeps its length)."""
     lo, hi = window
+    span = sum(gaps[:-1])
     real = 0.0
-    for i, g in enumerate(gaps):
+    i = 0
+    while True:
         if lo <= real < hi:
-            gaps[i] = g / factor
+            gaps[i] /= factor
         real += gaps[i]
+        i += 1
+        if i == len(gaps):
+            if real >= span:
+                break
+            gaps.append(next(rows)[0])
     return lo, hi
 
 
@@ -169,16 +179,14 @@ def arrivals(
     """
     rows = _parametric_rows(w, seed) if w.source == "parametric" else _trace_rows(w, seed)
     gaps = array("d")
-    for k, row in enumerate(rows):
-        if k == w.requests:
-            break
-        gaps.append(row[0])
+    for _ in range(w.requests):
+        gaps.append(next(rows)[0])
     overload = None
     if f.overload_factor != 1.0:
         if f.window_s is None:
             lo, hi = _warp(gaps, f.overload_window, f.overload_factor)
         else:
-            lo, hi = _warp_real(gaps, f.window_s, f.overload_factor)
+            lo, hi = _warp_window(gaps, rows, f.window_s, f.overload_factor)
         overload = (start_ns + int(lo * 1e9), start_ns + int(hi * 1e9))
     span = int(sum(gaps[:-1]) * 1e9) if len(gaps) > 1 else 0
     return span, overload, _stream(w, f, seed, start_ns, gaps)
@@ -218,7 +226,7 @@ def _stream(
     lo, hi = (start_ns + s * 1e9 for s in f.window_s) if f.window_s else (-math.inf, math.inf)
     salt = 0
     t = float(start_ns)
-    for k in range(w.requests):
+    for k in range(len(gaps)):  # a windowed overload reads more than w.requests
         _, prompt, out, blocks, block = next(rows)
         if w.max_output_tokens:  # caps the workload's own lengths, not the injected tail
             out = min(out, w.max_output_tokens)

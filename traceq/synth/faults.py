@@ -50,7 +50,7 @@ FAULTS: dict[str, FaultSpec] = {
     "long-output-tail": FaultSpec("long-outputs", ("long-request-tail",), ("slo-goodput",)),
     "client-jitter": FaultSpec("client-side-stalls", ("tbt-jitter",), ("slo-goodput",)),
     "prefill-interference": FaultSpec(
-        "long-prefills-unchunked",
+        "long-prompt-prefills",
         ("prefill-interference", "tbt-jitter"),
         ("ttft-prefill", "ttft-queueing", "long-request-tail", "slo-goodput"),
     ),

@@ -163,6 +163,18 @@ WINDOWED_KNOBS: dict[str, tuple[Knob, ...]] = {
              "the burst that overflows the cache (3× still fits in 1.5× the peak)",
              4.0, 5.0, 8.0),
     ),
+    "prefill-interference": (
+        Knob("engine.chunked_prefill", "on / off",
+             "off, the base traffic's own long prompts stall decodes outside the window too; "
+             "on, a long prompt still fills whole 8192-token steps of ~0.25 s",
+             True, True, True),
+        Knob("engine.max_num_batched_tokens", "tokens per step",
+             "the healthy engine's step budget (the whole-run variant has 32768)",
+             8192, 8192, 8192),
+        Knob("workload.rate_per_s", "requests / s",
+             "the healthy rate: at 2 req/s mixed batches already stall decodes ~0.1 s",
+             0.8, 0.8, 0.8),
+    ),
     "low-prefix-reuse": (
         Knob("faults.cache_salt_fraction", "share of requests in the window",
              "requests with a unique cache salt miss the shared prefixes",
@@ -175,8 +187,9 @@ WINDOWED_KNOBS: dict[str, tuple[Knob, ...]] = {
 
 def with_window(sc: Scenario, window: tuple[float, float], intensity: str) -> Scenario:
     """`sc` with every fault confined to `window` (seconds after the first arrival); the
-    traffic outside it is the scenario's healthy traffic. An overload window gets the extra
-    requests it brings, so the run after it keeps its length."""
+    traffic outside it is the scenario's healthy traffic. An overload window reads the extra
+    requests it brings from the source (traceq/synth/arrivals.py), so the run after it keeps
+    its length."""
     lo, hi = window
     if not 0 <= lo < hi:
         msg = f"window {lo:g}:{hi:g} must satisfy 0 <= START < END (seconds)"
@@ -192,10 +205,6 @@ def with_window(sc: Scenario, window: tuple[float, float], intensity: str) -> Sc
         sc = _set(sc, {"engine.warmup_s": sc.engine.startup_lead_s + hi})
     if sc.name in WINDOWED_KNOBS:
         sc = _set(sc, {k.path: k.value(intensity) for k in WINDOWED_KNOBS[sc.name]})
-    f, w = sc.faults, sc.workload
-    if f.overload_factor != 1.0:
-        extra = round((w.rate_per_s or 1.0) * (hi - lo) * (f.overload_factor - 1.0))
-        sc = replace(sc, workload=replace(w, requests=w.requests + extra))
     return sc
 
 

@@ -2,9 +2,10 @@
 
 `KNOBS` is the one table of fault strength: scenario × intensity (mild / medium / strong) →
 knob values, each knob with its unit and the reason for its values. `strong` is the scenario
-as committed in sample_traces/ (applying it changes nothing); `mild` is barely visible — the
-scenario's key figure (docs/SYNTH.md, Intensity) 1.5–2.5× its healthy value where a ratio
-applies — but still a fault a careful engineer would name; `medium` lies between.
+as committed in sample_traces/ (applying it changes nothing); `mild` is barely visible but
+still a fault a careful engineer would name (the key figures, measured in docs/SYNTH.md,
+Intensity: 1.2–4× their healthy value, or a handful of stalls / preemptions / errors where
+healthy has none); `medium` lies between.
 
 `with_window` confines a scenario's faults to a slice of an otherwise healthy run.
 """
@@ -78,7 +79,8 @@ KNOBS: dict[str, tuple[Knob, ...]] = {
     "kv-pressure": (
         Knob("engine.kv_budget_tokens", "tokens; mild / medium × the same traffic's peak need",
              "recompute makes pressure a cliff, so a fixed size is no fault at one seed and a "
-             "storm at the next; relative to the run's own peak it is tens of preemptions",
+             "storm at the next; at 0.95 × the run's own peak it is tens of preemptions, at "
+             "0.8 × about a thousand in 200 requests",
              KvPeak(0.95, 5_000), KvPeak(0.8, 5_000), 5_000),
     ),
     "queue-overload": (
@@ -157,7 +159,7 @@ def _set(sc: Scenario, values: dict[str, object]) -> Scenario:
 WINDOWED_KNOBS: dict[str, tuple[Knob, ...]] = {
     "kv-pressure": (
         Knob("engine.kv_budget_tokens", "× the peak need of the traffic without the burst",
-             "headroom: no preemption before the window, and room to recover after it",
+             "headroom: no preemption before the window",
              KvPeak(1.5), KvPeak(1.5), KvPeak(1.5)),
         Knob("faults.overload_factor", "× arrival rate in the window",
              "the burst that overflows the cache (3× still fits in 1.5× the peak)",

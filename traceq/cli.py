@@ -248,6 +248,16 @@ def demo_cmd(dataset: str | None) -> None:
 @click.option("--duration", type=float, help="Arrival span in seconds (rescales the rate).")
 @click.option("--convention", default="traceq", show_default=True,
               help="OTel producer convention of the traces (`traceq synth list`).")  # fmt: skip
+@click.option(
+    "--intensity",
+    type=click.Choice(["mild", "medium", "strong"]),
+    help="Fault strength (default: strong, as in sample_traces/).",
+)
+@click.option(
+    "--window",
+    metavar="START:END",
+    help="Confine the fault to START–END seconds after the first arrival of a longer healthy run.",
+)
 def synth_cmd(
     scenario: str,
     out_dir: str | None,
@@ -255,6 +265,8 @@ def synth_cmd(
     requests: int | None,
     duration: float | None,
     convention: str,
+    intensity: str | None,
+    window: str | None,
 ) -> None:
     """Simulate SCENARIO and write its traces, log, GPU samples and labels.json to -o.
 
@@ -277,12 +289,30 @@ def synth_cmd(
         raise click.UsageError("missing option -o / --output")
     if (requests is not None and requests < 1) or (duration is not None and duration <= 0):
         raise click.UsageError("--requests and --duration must be positive")
-    labels = generate(
-        scenario, out_dir, seed=seed, requests=requests, duration_s=duration, convention=convention
-    )
+    span = None
+    if window is not None:
+        try:
+            lo, hi = (float(x) for x in window.split(":"))
+        except ValueError:
+            raise click.UsageError(f"--window {window!r}: expected START:END in seconds") from None
+        span = (lo, hi)
+    try:
+        labels = generate(
+            scenario,
+            out_dir,
+            seed=seed,
+            requests=requests,
+            duration_s=duration,
+            intensity=intensity,
+            window=span,
+            convention=convention,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     t = labels["truth"]
+    level = f" ({labels['intensity']})" if labels["intensity"] else ""
     click.echo(
-        f"{scenario}: {t['requests']:,} requests, {t['output_tokens']:,} output tokens, "
+        f"{scenario}{level}: {t['requests']:,} requests, {t['output_tokens']:,} output tokens, "
         f"{t['preemptions']:,} preemptions → {out_dir}"
     )
 

@@ -17,10 +17,19 @@ from pathlib import Path
 import orjson
 
 from traceq.synth.config import Scenario
-from traceq.synth.engine import NS, Request, StepInfo
+from traceq.synth.engine import NS, Request, StepInfo, window_ns
 from traceq.synth.faults import ClientView, injected, summary
 from traceq.synth.scenarios import SAMPLE_SCENARIOS, SCENARIOS
 from traceq.synth.sim import Collect, RunInfo, plan, simulate
+from traceq.synth.variants import (
+    DEFAULT_INTENSITY,
+    INTENSITIES,
+    KNOBS,
+    describe,
+    resolve,
+    with_intensity,
+    with_window,
+)
 from traceq.synth.write_conventions import CONVENTIONS
 from traceq.synth.write_gpu import GpuWriter
 from traceq.synth.write_otlp import OtlpWriter
@@ -28,6 +37,8 @@ from traceq.synth.write_vllm_log import VllmLogWriter
 
 __all__ = [
     "CONVENTIONS",
+    "INTENSITIES",
+    "KNOBS",
     "SAMPLE_SCENARIOS",
     "SCENARIOS",
     "Collect",
@@ -47,12 +58,26 @@ FILES = {
 GPU_LEAD_NS = 10 * NS  # GPU sampling starts this long before the engine is ready
 
 
-def scenario(name: str, requests: int | None = None, duration_s: float | None = None) -> Scenario:
-    """A named scenario, optionally rescaled to `requests` and / or an arrival span."""
+def scenario(
+    name: str,
+    requests: int | None = None,
+    duration_s: float | None = None,
+    intensity: str | None = None,
+    window: tuple[float, float] | None = None,
+    seed: int = 1,
+) -> Scenario:
+    """A named scenario, optionally rescaled to `requests` and / or an arrival span, at an
+    `intensity` (mild / medium / strong; None: the scenario as committed, i.e. strong) and with
+    its faults confined to `window` (seconds after the first arrival). `seed` only matters
+    for knobs relative to the run's own traffic (variants.KvPeak)."""
     if name not in SCENARIOS:
         msg = f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}"
         raise KeyError(msg)
     sc = SCENARIOS[name]
+    if intensity is not None:
+        sc = with_intensity(sc, intensity)
+    if window is not None:
+        sc = with_window(sc, window, intensity or DEFAULT_INTENSITY)
     w = sc.workload
     if requests is not None:
         w = replace(w, requests=requests)
@@ -60,7 +85,11 @@ def scenario(name: str, requests: int | None = None, duration_s: float | None = 
         if requests is None:
             w = replace(w, requests=max(1, round(duration_s * (w.rate_per_s or 1.0))))
         w = replace(w, rate_per_s=w.requests / duration_s)
-    return replace(sc, workload=w)
+    sc = replace(sc, workload=w)
+    if sc.name in KNOBS:
+        level = intensity or DEFAULT_INTENSITY
+        sc = replace(sc, intensity=level, description=describe(sc, level))
+    return resolve(sc, seed)
 
 
 class _Summary:
@@ -92,19 +121,33 @@ def generate(
     requests: int | None = None,
     duration_s: float | None = None,
     convention: str = "traceq",
+    intensity: str | None = None,
+    window: tuple[float, float] | None = None,
 ) -> dict:
     """Simulate a scenario and write its files into `out_dir`; returns the labels dict.
 
     `convention` picks the OpenTelemetry producer convention of traces.otlp.jsonl
-    (`CONVENTIONS` in traceq/synth/write_conventions.py).
+    (`CONVENTIONS` in traceq/synth/write_conventions.py). `intensity`: mild / medium /
+    strong (None: strong, the committed samples); `window`: (start, end) seconds after the
+    first arrival that every fault is confined to, inside the arrival span (raise `requests`
+    or `duration_s` for a long healthy run around it).
     """
     if convention not in CONVENTIONS:
         msg = f"unknown convention {convention!r}; known: {', '.join(CONVENTIONS)}"
         raise KeyError(msg)
-    sc = name if isinstance(name, Scenario) else scenario(name, requests, duration_s)
+    if isinstance(name, Scenario):
+        sc = name
+    else:
+        sc = scenario(name, requests, duration_s, intensity, window, seed)
+    info, _ = plan(sc, seed)  # the clock, before simulating
+    if window is not None and window[1] * NS > info.span_ns:
+        msg = (
+            f"window end {window[1]:g} s is past the arrival span ({info.span_ns / NS:.0f} s); "
+            "raise --duration or --requests"
+        )
+        raise ValueError(msg)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    info, _ = plan(sc, seed)  # the clock, before simulating
     f = sc.faults
     client = out / FILES["client_otlp"] if f.client_view else None
     otlp = OtlpWriter(
@@ -113,7 +156,7 @@ def generate(
         model=sc.engine.model,
         instance=sc.engine.host,
         client_path=client,
-        client_times=ClientView(f, seed) if client else None,
+        client_times=ClientView(f, seed, sc.start_ns) if client else None,
         convention=convention,
     )
     log = VllmLogWriter(out / FILES["vllm_log"], sc, seed, info.t_ready, sc.engine.kv_budget_tokens)
@@ -140,6 +183,11 @@ def generate(
     return labels
 
 
+def _span_of(sc: Scenario, info: RunInfo) -> dict[str, int] | None:
+    w = window_ns(sc.faults, info.t_first_arrival)
+    return {"start": w[0], "end": w[1]} if w else None
+
+
 def _labels(sc: Scenario, seed: int, info: RunInfo, s: _Summary, client: bool) -> dict:
     files = {k: v for k, v in FILES.items() if k != "client_otlp" or client}
     faults = injected(sc, info)
@@ -148,8 +196,8 @@ def _labels(sc: Scenario, seed: int, info: RunInfo, s: _Summary, client: bool) -
         "scenario": sc.name,
         "description": sc.description,
         "seed": seed,
-        "intensity": "strong" if faults else None,
-        "window": None,
+        "intensity": sc.intensity if faults else None,
+        "window": _span_of(sc, info),
         "generator": "traceq synth",
         "files": files,
         "faults": faults,

@@ -147,6 +147,28 @@ def _warp(gaps: array, window: tuple[float, float], factor: float) -> tuple[floa
     return (first, last) if first is not None and last is not None else (0.0, 0.0)
 
 
+def _warp_window(
+    gaps: array, rows: Iterator[tuple], window: tuple[float, float], factor: float
+) -> tuple[float, float]:
+    """Windowed overload: arrivals `factor` × faster between `window` seconds after the first
+    arrival, and as many more requests read from the source as keep the run as long as the
+    unwarped one (so the traffic after the window keeps its length)."""
+    lo, hi = window
+    span = sum(gaps[:-1])
+    real = 0.0
+    i = 0
+    while True:
+        if lo <= real < hi:
+            gaps[i] /= factor
+        real += gaps[i]
+        i += 1
+        if i == len(gaps):
+            if real >= span:
+                break
+            gaps.append(next(rows)[0])
+    return lo, hi
+
+
 def arrivals(
     w: WorkloadConfig, f: FaultConfig, seed: int, start_ns: int
 ) -> tuple[int, tuple[int, int] | None, Iterator[Arrival]]:
@@ -157,16 +179,41 @@ def arrivals(
     """
     rows = _parametric_rows(w, seed) if w.source == "parametric" else _trace_rows(w, seed)
     gaps = array("d")
-    for k, row in enumerate(rows):
-        if k == w.requests:
-            break
-        gaps.append(row[0])
+    for _ in range(w.requests):
+        gaps.append(next(rows)[0])
     overload = None
     if f.overload_factor != 1.0:
-        lo, hi = _warp(gaps, f.overload_window, f.overload_factor)
+        if f.window_s is None:
+            lo, hi = _warp(gaps, f.overload_window, f.overload_factor)
+        else:
+            lo, hi = _warp_window(gaps, rows, f.window_s, f.overload_factor)
         overload = (start_ns + int(lo * 1e9), start_ns + int(hi * 1e9))
     span = int(sum(gaps[:-1]) * 1e9) if len(gaps) > 1 else 0
     return span, overload, _stream(w, f, seed, start_ns, gaps)
+
+
+class _Picker:
+    """Which requests get a per-request fault. Whole-run: an independent draw per request
+    (the stream the committed samples were made with). Windowed: a quota, so a short window
+    holds round(fraction × its requests) faulty ones rather than possibly none."""
+
+    def __init__(self, r: random.Random, windowed: bool) -> None:
+        self.r = r
+        self.windowed = windowed
+        self.seen: dict[str, int] = {}
+        self.phase: dict[str, float] = {}
+
+    def __call__(self, name: str, p: float) -> bool:
+        if not p:
+            return False
+        if not self.windowed:
+            return self.r.random() < p
+        if name not in self.phase:
+            self.phase[name] = self.r.random()
+        k = self.seen.get(name, 0)
+        self.seen[name] = k + 1
+        ph = self.phase[name]
+        return math.floor((k + 1) * p + ph) > math.floor(k * p + ph)
 
 
 def _stream(
@@ -175,20 +222,34 @@ def _stream(
     # Second pass over the same deterministic stream: only the gaps were held in memory.
     rows = _parametric_rows(w, seed) if w.source == "parametric" else _trace_rows(w, seed)
     fault_r = rng(seed, "faults")
+    pick = _Picker(fault_r, f.window_s is not None)
+    lo, hi = (start_ns + s * 1e9 for s in f.window_s) if f.window_s else (-math.inf, math.inf)
+    salt = 0
     t = float(start_ns)
-    for k in range(w.requests):
+    for k in range(len(gaps)):  # a windowed overload reads more than w.requests
         _, prompt, out, blocks, block = next(rows)
         if w.max_output_tokens:  # caps the workload's own lengths, not the injected tail
             out = min(out, w.max_output_tokens)
+        if not lo <= t < hi:  # windowed variant: outside the window the traffic is healthy
+            yield Arrival(k, int(t), prompt, out, max(out, 2048), blocks, block, False)
+            t += gaps[k] * 1e9
+            continue
         if f.fixed_lengths:
             prompt, out = f.fixed_lengths
             blocks = ()
-        if f.long_prompt_fraction and fault_r.random() < f.long_prompt_fraction:
+            if f.fixed_length_spread:
+                s = f.fixed_length_spread
+                prompt = max(1, round(prompt * fault_r.uniform(1 - s, 1 + s)))
+                out = max(1, round(out * fault_r.uniform(1 - s, 1 + s)))
+        if pick("long-prompt", f.long_prompt_fraction):
             prompt = fault_r.randint(*f.long_prompt_tokens)
             blocks = ()
-        if f.long_output_fraction and fault_r.random() < f.long_output_fraction:
+        if pick("long-output", f.long_output_fraction):
             out = fault_r.randint(*f.long_output_tokens)
-        rejected = bool(f.error_fraction) and fault_r.random() < f.error_fraction
+        if pick("salt", f.cache_salt_fraction):  # a unique salt: no block matches the cache
+            salt += 1
+            blocks = tuple(b + salt * 1_000_000_000_000 for b in blocks)
+        rejected = pick("rejected", f.error_fraction)
         max_tokens = out if f.fixed_lengths else max(out, 2048)
         yield Arrival(k, int(t), prompt, out, max_tokens, blocks, block, rejected)
         t += gaps[k] * 1e9

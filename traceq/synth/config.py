@@ -90,9 +90,14 @@ class FaultConfig:
     throttle_clock_mhz: int = 1980
     throttle_window: tuple[float, float] = (0.4, 0.8)
     fixed_lengths: tuple[int, int] | None = None  # fixed-length load: (prompt, output)
+    fixed_length_spread: float = 0.0  # ± this fraction around fixed_lengths (a range ratio)
+    cache_salt_fraction: float = 0.0  # share of requests with a unique cache salt: no prefix hits
     error_fraction: float = 0.0  # requests rejected with HTTP 400 (prompt too long)
     timeout_s: float | None = None  # client timeout: requests still running are aborted
     client_view: bool = False  # also write the client-side spans (client.otlp.jsonl)
+    # Windowed variant: every fault confined to [start, end) seconds after the first arrival;
+    # the overload and throttling windows become this one (traceq/synth/variants.py).
+    window_s: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -107,3 +112,4 @@ class Scenario:
     expected_playbooks: tuple[str, ...] = ()
     log_requests: bool = False  # vLLM request logging (off by default since vLLM 0.10.2)
     start_ns: int = DEFAULT_START_NS
+    intensity: str | None = None  # mild / medium / strong (traceq/synth/variants.py)

@@ -23,7 +23,7 @@ from traceq.synth.arrivals import Arrival, rng
 from traceq.synth.config import EngineConfig, FaultConfig
 from traceq.synth.request import NS, Request, Sink, StepInfo
 
-__all__ = ["NS", "Engine", "Request", "Sink", "StepInfo", "tokenize_stage"]
+__all__ = ["NS", "Engine", "Request", "Sink", "StepInfo", "tokenize_stage", "window_ns"]
 TRIM_EVERY = 4096  # decode steps between trims of the step-time array
 
 
@@ -170,6 +170,10 @@ class Engine:
     def step(self, t: int, sink: Sink) -> int:
         """Run one engine step starting at t; returns its end time."""
         c = self.cfg
+        head = self._head()
+        while head is not None and self._oversized(head):  # else it is admitted in part,
+            self._reject_oversized(head, t, sink)  # preempted and re-admitted forever
+            head = self._head()
         chunks: list[tuple[Request, int]] = []
         need = 0
         n_dec = self.n_decode
@@ -277,7 +281,7 @@ class Engine:
         c = self.cfg
         while budget > 0 and len(self.running) < c.max_num_seqs:
             r = self._head()
-            if r is None:
+            if r is None or self._oversized(r):  # rejected at the start of the next step
                 break
             if not r.looked_up:  # the prefix cache is consulted once, on first scheduling
                 r.cached = self._lookup(r)
@@ -303,11 +307,14 @@ class Engine:
             need += chunk
             budget -= chunk
 
-    def _reject_oversized(self, r: Request, t: int, sink: Sink) -> None:
-        """A prompt larger than the whole KV budget can never run: vLLM rejects it."""
+    def _oversized(self, r: Request) -> bool:
         c = self.cfg
         too_long = not c.chunked_prefill and r.to_prefill > c.max_num_batched_tokens
-        if r.to_prefill + 1 <= c.kv_budget_tokens and not too_long:
+        return too_long or r.to_prefill + 1 > c.kv_budget_tokens
+
+    def _reject_oversized(self, r: Request, t: int, sink: Sink) -> None:
+        """A prompt larger than the whole KV budget can never run: vLLM rejects it."""
+        if not self._oversized(r):
             return
         self.waiting.popleft()
         self.n_waiting -= 1
@@ -317,6 +324,14 @@ class Engine:
         r.t_last_token = None
         r.t_end = t
         sink.on_finish(r)
+
+
+def window_ns(faults: FaultConfig, start_ns: int) -> tuple[int, int] | None:
+    """The windowed variant's fault window in ns (`start_ns` + its seconds), or None."""
+    if faults.window_s is None:
+        return None
+    lo, hi = faults.window_s
+    return start_ns + round(lo * NS), start_ns + round(hi * NS)
 
 
 def tokenize_stage(
@@ -329,11 +344,15 @@ def tokenize_stage(
     """The API server: one tokenizer worker, FIFO (a slow tokenizer queues requests)."""
     jitter = rng(seed, "tokenizer")
     free_at = 0
-    per_token = cfg.tokenize_per_token_s * faults.tokenizer_slowdown
+    slow = cfg.tokenize_per_token_s * faults.tokenizer_slowdown
+    lo, hi = window_ns(faults, 0) or (-1, 1 << 62)  # relative to the first arrival
+    first = None
     for a in arrivals:
         r = Request(a, next(ids))
         if a.rejected:  # longer than the model's context: rejected after tokenization
             r.prompt = r.to_prefill = cfg.max_model_len + a.prompt_tokens
+        first = a.t_arrival if first is None else first
+        per_token = slow if lo <= a.t_arrival - first < hi else cfg.tokenize_per_token_s
         start = max(a.t_arrival, free_at)
         cost = (cfg.tokenize_base_s + per_token * r.prompt) * (0.9 + 0.2 * jitter.random())
         r.t_tokenized = start + max(1, round(cost * NS))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from traceq.synth.arrivals import rng
 from traceq.synth.config import EngineConfig, FaultConfig, Scenario
-from traceq.synth.engine import NS, Request
+from traceq.synth.engine import NS, Request, window_ns
 from traceq.synth.sim import RunInfo
 
 
@@ -15,18 +15,20 @@ class ClientView:
     """Client-side times: one-way delay, plus random stalls that hold back a chunk and every
     chunk queued behind it (TCP delivers in order)."""
 
-    def __init__(self, f: FaultConfig, seed: int) -> None:
+    def __init__(self, f: FaultConfig, seed: int, start_ns: int = 0) -> None:
         self.f = f
         self.r = rng(seed, "client")
         self.delay = round(f.network_delay_s * NS)
+        self.window = window_ns(f, start_ns) or (-1, 1 << 62)  # stalls only inside
 
     def __call__(self, req: Request) -> tuple[int, list[int], int]:
         f, r, d = self.f, self.r, self.delay
+        lo, hi = self.window
         out: list[int] = []
         prev = 0
         for ts in req.tokens:
             x = ts + d
-            if f.client_stall_prob and r.random() < f.client_stall_prob:
+            if f.client_stall_prob and r.random() < f.client_stall_prob and lo <= ts < hi:
                 x += round(r.uniform(*f.client_stall_s) * NS)
             prev = max(prev, x)
             out.append(prev)
@@ -48,14 +50,15 @@ FAULTS: dict[str, FaultSpec] = {
     "long-output-tail": FaultSpec("long-outputs", ("long-request-tail",), ("slo-goodput",)),
     "client-jitter": FaultSpec("client-side-stalls", ("tbt-jitter",), ("slo-goodput",)),
     "prefill-interference": FaultSpec(
-        "long-prefills-unchunked",
+        "long-prompt-prefills",
         ("prefill-interference", "tbt-jitter"),
         ("ttft-prefill", "ttft-queueing", "long-request-tail", "slo-goodput"),
     ),
     "kv-pressure": FaultSpec(
         "kv-cache-exhausted",
         ("kv-pressure",),
-        ("ttft-queueing", "tbt-jitter", "long-request-tail", "slo-goodput"),
+        # A prompt larger than the whole cache is rejected (vLLM's "does not fit" error).
+        ("ttft-queueing", "tbt-jitter", "long-request-tail", "slo-goodput", "error-rate"),
     ),
     "queue-overload": FaultSpec(
         "arrivals-above-capacity", ("ttft-queueing",), ("long-request-tail", "slo-goodput")
@@ -95,7 +98,8 @@ def injected(sc: Scenario, info: RunInfo) -> list[dict]:
     it is active (ns since the epoch, UTC), the playbooks that must / may fire, parameters."""
     f, c, d = sc.faults, sc.engine, FaultConfig()
     e = EngineConfig()
-    whole = _span(info.t_first_arrival, info.t_end)
+    windowed = window_ns(f, info.t_first_arrival)
+    whole = _span(*windowed) if windowed else _span(info.t_first_arrival, info.t_end)
     out: list[dict] = []
 
     def add(name: str, windows: list[dict[str, int]], **params: object) -> None:
@@ -142,7 +146,8 @@ def injected(sc: Scenario, info: RunInfo) -> list[dict]:
             preemptions=info.preemptions,
         )
     timeouts = f.timeout_s is not None
-    if info.overload_ns and not timeouts:
+    kv_burst = c.kv_budget_tokens < e.kv_budget_tokens  # an overload there fills the KV cache
+    if info.overload_ns and not timeouts and not kv_burst:
         add(
             "queue-overload",
             _span(*info.overload_ns),
@@ -172,6 +177,7 @@ def injected(sc: Scenario, info: RunInfo) -> list[dict]:
             whole,
             prompt_tokens=f.fixed_lengths[0],
             output_tokens=f.fixed_lengths[1],
+            spread=f.fixed_length_spread,
         )
     if f.error_fraction:
         add("rejected-requests", whole, rejected_fraction=f.error_fraction)
@@ -183,8 +189,13 @@ def injected(sc: Scenario, info: RunInfo) -> list[dict]:
             rate_factor=f.overload_factor,
             max_num_seqs=c.max_num_seqs,
         )
-    if not c.prefix_caching and e.prefix_caching:
-        add("low-prefix-reuse", whole, prefix_caching=False)
+    if (not c.prefix_caching and e.prefix_caching) or f.cache_salt_fraction:
+        add(
+            "low-prefix-reuse",
+            whole,
+            prefix_caching=c.prefix_caching,
+            cache_salt_fraction=f.cache_salt_fraction,
+        )
     return out
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from traceq.synth.arrivals import arrivals, rng
 from traceq.synth.config import Scenario
-from traceq.synth.engine import NS, Engine, Request, Sink, StepInfo, tokenize_stage
+from traceq.synth.engine import NS, Engine, Request, Sink, StepInfo, tokenize_stage, window_ns
 
 
 def request_ids(seed: int) -> Iterator[str]:
@@ -74,7 +74,7 @@ def plan(scenario: Scenario, seed: int) -> tuple[RunInfo, Iterator[Request]]:
         t_first_arrival=start,
         span_ns=span,
         overload_ns=overload,
-        throttle_ns=(start + int(lo * span), start + int(hi * span))
+        throttle_ns=(window_ns(f, start) or (start + int(lo * span), start + int(hi * span)))
         if f.throttle_factor != 1.0
         else None,
     )

@@ -1,0 +1,260 @@
+"""Scenario strength and windowed variants.
+
+`KNOBS` is the one table of fault strength: scenario × intensity (mild / medium / strong) →
+knob values, each knob with its unit and the reason for its values. `strong` is the scenario
+as committed in sample_traces/ (applying it changes nothing); `mild` is barely visible but
+still a fault a careful engineer would name (the key figures, measured in docs/SYNTH.md,
+Intensity: 1.2–4× their healthy value, or a handful of stalls / preemptions / errors where
+healthy has none); `medium` lies between.
+
+`with_window` confines a scenario's faults to a slice of an otherwise healthy run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from traceq.synth.config import Scenario
+
+INTENSITIES = ("mild", "medium", "strong")
+DEFAULT_INTENSITY = "strong"
+
+
+@dataclass(frozen=True)
+class KvPeak:
+    """A KV budget as a fraction of the peak KV tokens the same traffic needs with an
+    unbounded cache (one extra simulation of the run, ~0.1 s for 200 requests)."""
+
+    fraction: float
+    floor: int = 0  # never below this (the strong budget: mild never outdoes strong)
+
+    def __str__(self) -> str:
+        return (
+            f"max({self.floor}, {self.fraction:g}× peak)"
+            if self.floor
+            else f"{self.fraction:g}× peak"
+        )
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One fault knob: `path` is `section.field` of the Scenario (engine / workload / faults)."""
+
+    path: str
+    unit: str
+    reason: str
+    mild: object
+    medium: object
+    strong: object
+
+    def value(self, intensity: str) -> object:
+        return getattr(self, intensity)
+
+
+KNOBS: dict[str, tuple[Knob, ...]] = {
+    "long-output-tail": (
+        Knob("faults.long_output_fraction", "share of requests",
+             "enough long requests that a 200-request run holds several at every seed",
+             0.06, 0.05, 0.04),
+        Knob("faults.long_output_tokens", "tokens (min, max)",
+             "outputs 1.5–2.5× the 128-token cap give p99/p50 e2e ≈ 2× healthy; 2–3.5 k ≈ 20×",
+             (200, 300), (600, 1200), (2000, 3500)),
+    ),
+    "client-jitter": (
+        Knob("faults.client_stall_prob", "per chunk",
+             "a stall holds back the chunks queued behind it, so small rates already show",
+             0.005, 0.012, 0.03),
+        Knob("faults.client_stall_s", "s (min, max)",
+             "mild stalls are a few times the 6 ms server TBT, strong ones 25–100×",
+             (0.04, 0.12), (0.08, 0.3), (0.15, 0.6)),
+    ),
+    "prefill-interference": (
+        Knob("faults.long_prompt_fraction", "share of requests",
+             "how often a whole prefill blocks the running decodes",
+             0.04, 0.08, 0.12),
+        Knob("faults.long_prompt_tokens", "tokens (min, max)",
+             "a 2–4 k prefill stalls decodes ~0.1 s, an 8–16 k one ~0.5 s",
+             (2000, 4000), (4000, 8000), (8000, 16000)),
+    ),
+    "kv-pressure": (
+        Knob("engine.kv_budget_tokens", "tokens; mild / medium × the same traffic's peak need",
+             "recompute makes pressure a cliff, so a fixed size is no fault at one seed and a "
+             "storm at the next; at 0.95 × the run's own peak it is tens of preemptions, at "
+             "0.8 × about a thousand in 200 requests",
+             KvPeak(0.95, 5_000), KvPeak(0.8, 5_000), 5_000),
+    ),
+    "queue-overload": (
+        Knob("faults.overload_factor", "× arrival rate in the window",
+             "capacity with max_num_seqs=4 is ~5 req/s: 3× the 0.8 req/s base barely queues",
+             5.0, 8.0, 15.0),
+    ),
+    "slow-tokenizer": (
+        Knob("faults.tokenizer_slowdown", "× tokenization cost",
+             "tokenization 5 % of TTFT when healthy; ~20 % (mild) to > 80 % (strong)",
+             6.0, 20.0, 100.0),
+    ),
+    "warm-up-skew": (
+        Knob("engine.warmup_factor", "× step cost at startup",
+             "decays linearly to 1 over warmup_s: mild ≈ 1.5× slower first minute on average",
+             2.0, 3.0, 5.0),
+    ),
+    "gpu-throttle": (
+        Knob("faults.throttle_factor", "× step cost in the window",
+             "TPOT inside the window 1.25× (mild) to 1.8× (strong) of outside",
+             1.25, 1.45, 1.8),
+        Knob("faults.throttle_clock_mhz", "MHz",
+             "SM clock ≈ 1980 MHz / factor, on the H100's 15 MHz steps",
+             1590, 1365, 1095),
+    ),
+    "fixed-length": (
+        Knob("faults.fixed_length_spread", "± fraction of the fixed lengths",
+             "a load generator's range ratio: length CV ≈ 0.09 (mild) to 0 (strong), real ≈ 1",
+             0.15, 0.05, 0.0),
+    ),
+    "errors": (
+        Knob("faults.error_fraction", "share of requests",
+             "rejected prompts (HTTP 400): 1 % is already an error-rate incident",
+             0.01, 0.02, 0.05),
+        Knob("faults.overload_factor", "× arrival rate in the window",
+             "the overload that makes requests wait past the client timeout",
+             4.0, 8.0, 20.0),
+        Knob("faults.timeout_s", "s",
+             "client timeout: a longer one aborts fewer of the queued requests",
+             5.0, 3.0, 1.5),
+    ),
+    "low-prefix-reuse": (
+        Knob("faults.cache_salt_fraction", "share of requests",
+             "requests with a unique cache salt miss the shared prefixes (strong: caching off)",
+             0.5, 0.8, 0.0),
+        Knob("engine.prefix_caching", "on / off",
+             "strong turns prefix caching off: every prompt is prefilled in full",
+             True, True, False),
+    ),
+}  # fmt: skip
+
+
+def with_intensity(sc: Scenario, intensity: str) -> Scenario:
+    """`sc` with the knobs of `intensity` (`strong` leaves a named scenario as it is)."""
+    if intensity not in INTENSITIES:
+        msg = f"unknown intensity {intensity!r}; one of {', '.join(INTENSITIES)}"
+        raise ValueError(msg)
+    if sc.name not in KNOBS:
+        msg = f"scenario {sc.name!r} injects no fault, so it has no intensity"
+        raise ValueError(msg)
+    return _set(sc, {k.path: k.value(intensity) for k in KNOBS[sc.name]})
+
+
+def _set(sc: Scenario, values: dict[str, object]) -> Scenario:
+    parts: dict[str, dict[str, object]] = {}
+    for path, v in values.items():
+        section, name = path.split(".")
+        parts.setdefault(section, {})[name] = v
+    return replace(sc, **{s: replace(getattr(sc, s), **kw) for s, kw in parts.items()})
+
+
+# Windowed variants whose whole-run knobs cannot be confined to a window. A KV cache or the
+# prefix-caching switch is fixed for the life of the server, so inside the window the fault
+# comes from the traffic: a burst of arrivals against a cache sized to the traffic outside it,
+# or requests whose unique cache salt misses every shared prefix.
+WINDOWED_KNOBS: dict[str, tuple[Knob, ...]] = {
+    "kv-pressure": (
+        Knob("engine.kv_budget_tokens", "× the peak need of the traffic without the burst",
+             "headroom: no preemption before the window",
+             KvPeak(1.5), KvPeak(1.5), KvPeak(1.5)),
+        Knob("faults.overload_factor", "× arrival rate in the window",
+             "the burst that overflows the cache (3× still fits in 1.5× the peak)",
+             4.0, 5.0, 8.0),
+    ),
+    "prefill-interference": (
+        Knob("engine.chunked_prefill", "on / off",
+             "off, the base traffic's own long prompts stall decodes outside the window too; "
+             "on, a long prompt still fills whole 8192-token steps of ~0.25 s",
+             True, True, True),
+        Knob("engine.max_num_batched_tokens", "tokens per step",
+             "the healthy engine's step budget (the whole-run variant has 32768)",
+             8192, 8192, 8192),
+        Knob("workload.rate_per_s", "requests / s",
+             "the healthy rate: at 2 req/s mixed batches already stall decodes ~0.1 s",
+             0.8, 0.8, 0.8),
+    ),
+    "low-prefix-reuse": (
+        Knob("faults.cache_salt_fraction", "share of requests in the window",
+             "requests with a unique cache salt miss the shared prefixes",
+             0.5, 0.8, 1.0),
+        Knob("engine.prefix_caching", "on / off", "the server keeps caching on",
+             True, True, True),
+    ),
+}  # fmt: skip
+
+
+def with_window(sc: Scenario, window: tuple[float, float], intensity: str) -> Scenario:
+    """`sc` with every fault confined to `window` (seconds after the first arrival); the
+    traffic outside it is the scenario's healthy traffic. An overload window reads the extra
+    requests it brings from the source (traceq/synth/arrivals.py), so the run after it keeps
+    its length."""
+    lo, hi = window
+    if not 0 <= lo < hi:
+        msg = f"window {lo:g}:{hi:g} must satisfy 0 <= START < END (seconds)"
+        raise ValueError(msg)
+    if sc.name not in KNOBS:
+        msg = f"scenario {sc.name!r} injects no fault, so it has no window"
+        raise ValueError(msg)
+    sc = replace(sc, faults=replace(sc.faults, window_s=(float(lo), float(hi))))
+    if sc.name == "warm-up-skew":
+        if lo != 0:
+            msg = "warm-up happens at startup: its window must start at 0 (e.g. 0:60)"
+            raise ValueError(msg)
+        sc = _set(sc, {"engine.warmup_s": sc.engine.startup_lead_s + hi})
+    if sc.name in WINDOWED_KNOBS:
+        sc = _set(sc, {k.path: k.value(intensity) for k in WINDOWED_KNOBS[sc.name]})
+    return sc
+
+
+def resolve(sc: Scenario, seed: int) -> Scenario:
+    """Turn relative knobs (`KvPeak`) into numbers for this seed."""
+    kv = sc.engine.kv_budget_tokens
+    if not isinstance(kv, KvPeak):
+        return sc
+    from traceq.synth.sim import simulate
+
+    free = replace(
+        sc,
+        engine=replace(sc.engine, kv_budget_tokens=400_000),
+        faults=replace(sc.faults, overload_factor=1.0),
+    )
+    peak = simulate(free, seed, []).kv_max_tokens
+    budget = max(1, kv.floor, int(kv.fraction * peak))
+    return replace(sc, engine=replace(sc.engine, kv_budget_tokens=budget))
+
+
+def describe(sc: Scenario, intensity: str | None) -> str:
+    """The scenario's description, plus the intensity's knob values and the window."""
+    text = sc.description
+    if intensity and intensity != DEFAULT_INTENSITY:
+        knobs = ", ".join(f"{k.path.split('.')[1]}={k.value(intensity)}" for k in KNOBS[sc.name])
+        text += f" Intensity {intensity}: {knobs}."
+    if sc.faults.window_s:
+        lo, hi = sc.faults.window_s
+        text += f" Fault confined to {lo:g}–{hi:g} s after the first arrival."
+    return text
+
+
+def markdown() -> str:
+    """The knob tables as Markdown (docs/SYNTH.md embeds this; tests/test_synth_variants.py
+    checks the doc is current)."""
+    lines = [
+        "| scenario | knob | unit | mild | medium | strong | why |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for table, suffix in ((KNOBS, ""), (WINDOWED_KNOBS, " (windowed)")):
+        for name, knobs in table.items():
+            for k in knobs:
+                vals = " | ".join(_cell(k.value(i)) for i in INTENSITIES)
+                lines.append(f"| `{name}`{suffix} | `{k.path}` | {k.unit} | {vals} | {k.reason} |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(v: object) -> str:
+    if isinstance(v, tuple):
+        return "–".join(f"{x:g}" for x in v)
+    return str(v) if not isinstance(v, float) else f"{v:g}"

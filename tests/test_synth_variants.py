@@ -31,12 +31,10 @@ EVER = 1 << 62
 KPI = {
     "long-output-tail": "SELECT quantile_cont(e2e_ms, 0.99) / quantile_cont(e2e_ms, 0.5) "
     "FROM request_phases WHERE t_arrival >= $lo AND t_arrival < $hi",
-    "client-jitter": "SELECT quantile_cont(g.tbt_ms, 0.995) FROM token_gaps g "
-    "JOIN requests r USING (request_id, source_id) "
-    "WHERE r.view = 'client' AND g.ts >= $lo AND g.ts < $hi",
-    "prefill-interference": "SELECT quantile_cont(g.tbt_ms, 0.999) FROM token_gaps g "
-    "JOIN requests r USING (request_id, source_id) "
-    "WHERE r.view = 'server' AND g.ts >= $lo AND g.ts < $hi",
+    "client-jitter": "SELECT quantile_cont(tbt_ms, 0.995) FROM client_token_gaps "
+    "WHERE ts >= $lo AND ts < $hi",
+    "prefill-interference": "SELECT quantile_cont(tbt_ms, 0.999) FROM token_gaps "
+    "WHERE view = 'server' AND ts >= $lo AND ts < $hi",
     "kv-pressure": "SELECT quantile_cont(ttft_ms, 0.9) FROM request_phases "
     "WHERE t_arrival >= $lo AND t_arrival < $hi",
     "queue-overload": "SELECT quantile_cont(queue_ms, 0.99) FROM request_phases "

@@ -302,11 +302,6 @@ def split_spans(spans: pl.DataFrame, conv: SpanConventions) -> dict[str, pl.Data
         )
     )
     attrs = attrs.filter(text.is_not_null())
-    json_obj = attrs.group_by("_span").agg(
-        attributes_json=pl.format(
-            "{}:{}", _json_string(pl.col("key")), _value_json(pl.col("value"))
-        ).str.join(",")
-    )
     lifted = (
         attrs.filter(pl.col("key").is_in(list(ATTRIBUTES)))
         .with_columns(text=text)
@@ -341,6 +336,19 @@ def split_spans(spans: pl.DataFrame, conv: SpanConventions) -> dict[str, pl.Data
         ).join(spans.select("_span", "t_start"), on="_span", how="left"),
     )
     quarantine += [bad_arrays, array_quarantine]
+    # Per-token arrays that became token rows are not repeated in spans.attributes (their
+    # values are in tokens); arrays that did not decode stay there, and in quarantine.
+    consumed = array_chunks.select("_span").unique().with_columns(consumed=pl.lit(True))
+    kept_attrs = (
+        attrs.join(consumed, on="_span", how="left")
+        .filter(~(pl.col("key").is_in(list(ARRAYS)) & pl.col("consumed").fill_null(False)))
+        .drop("consumed")
+    )
+    json_obj = kept_attrs.group_by("_span").agg(
+        attributes_json=pl.format(
+            "{}:{}", _json_string(pl.col("key")), _value_json(pl.col("value"))
+        ).str.join(",")
+    )
     tokens = (
         pl.concat([from_events(events, conv.token_event), array_chunks])
         .sort("_span", "ts")

@@ -4,6 +4,7 @@ through request_phases / token_gaps / events against the known stamps to the nan
 
 from __future__ import annotations
 
+import json
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
@@ -270,6 +271,8 @@ def test_bad_arrays_are_quarantined_and_the_request_kept(tmp_path):
         _bad_span(tracer, "no-output", 0, {gen_key: [0.03]})
         _bad_span(tracer, "undecodable", 2, {gen_key: "H4sIAAAAnotgzip"})
         _bad_span(tracer, "backwards", 3, {gen_key: [0.03, 0.05, 0.04]})
+        _bad_span(tracer, "bytes-garbage", 1, {gen_key: b"\x00\x01 not json"})
+        _bad_span(tracer, "json-backwards", 2, {gen_key: json.dumps([0.05, 0.04])})
         _bad_span(
             tracer,
             "lengths",
@@ -282,14 +285,24 @@ def test_bad_arrays_are_quarantined_and_the_request_kept(tmp_path):
         "per-token array on a request with no output (completion_tokens = 0)",
         "per-token arrays differ in length",
         "per-token arrays hold 3 tokens but completion_tokens is 4",
+        "per-token attribute gen_ai.latency.per_token_generation_time (bytes) does not decode",
         "per-token attribute gen_ai.latency.per_token_generation_time (compressed-text) "
         "does not decode",
+        "per-token times run backwards at position 1",
         "per-token times run backwards at position 2",
     ]
     kept = con.sql(
         "SELECT request_id, ttft_ns, e2e_ns FROM request_phases ORDER BY request_id"
     ).fetchall()
-    assert [k[0] for k in kept] == ["backwards", "lengths", "no-output", "short", "undecodable"]
+    assert [k[0] for k in kept] == [
+        "backwards",
+        "bytes-garbage",
+        "json-backwards",
+        "lengths",
+        "no-output",
+        "short",
+        "undecodable",
+    ]
     assert {(k[1], k[2]) for k in kept} == {(30 * MS, 60 * MS)}
     assert con.sql("SELECT count(*) FROM tokens").fetchall()[0] == (0,)
 

@@ -458,11 +458,29 @@ def test_vllm_omni_stages_are_phased_and_the_root_gives_e2e(tmp_path):
             )
             stage.end(end_time=t + start + e2e)
         root.end(end_time=t + 145 * MS)
+        # a load generator's CLIENT span over an ordinary server request: not a stage
+        client = tracer.start_span(
+            "chat Qwen3",
+            kind=SpanKind.CLIENT,
+            start_time=t,
+            attributes={"gen_ai.operation.name": "chat", "gen_ai.response.id": "cmpl-9"},
+        )
+        server = tracer.start_span(
+            "llm_request",
+            kind=SpanKind.SERVER,
+            context=trace.set_span_in_context(client),
+            start_time=t + MS,
+            attributes={"gen_ai.request.id": "cmpl-9", "gen_ai.latency.e2e": 0.05},
+        )
+        server.end(end_time=t + 51 * MS)
+        client.end(end_time=t + 52 * MS)
     con, results = _ingest(spans, tmp_path, "json")
+    views = con.sql("SELECT view FROM requests WHERE request_id = 'cmpl-9' ORDER BY view")
+    assert views.fetchall() == [("client",), ("server",)]
     assert results[0].conventions["vllm-omni"] == 1
     rows = con.sql(
         "SELECT request_id, t_arrival - ?, e2e_ns, prefill_ns FROM request_phases "
-        "ORDER BY request_id",
+        "WHERE request_id LIKE 'omni%' ORDER BY request_id",
         params=[t],
     ).fetchall()
     assert rows == [

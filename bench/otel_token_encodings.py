@@ -24,6 +24,7 @@ import base64
 import gzip
 import json
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -162,18 +163,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=int, default=200, help="size of the otel-array file (MB)")
     ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--reuse", action="store_true", help="ingest the files already in --dir")
     args = ap.parse_args()
     root = args.dir or Path(tempfile.mkdtemp(prefix="traceq-token-enc-"))
     root.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
-    n, paths = generate(root, args.mb)
-    print(f"{n:,} requests written in {time.perf_counter() - t:.0f} s to {root}")
+    if args.reuse:
+        paths = {e: root / f"{e}.jsonl" for e in ENCODINGS}
+        n = sum(line.count('"llm_request"') for line in paths["compressed"].open())
+    else:
+        n, paths = generate(root, args.mb)
+        print(f"{n:,} requests written in {time.perf_counter() - t:.0f} s to {root}")
     results = {}
     for enc, path in paths.items():
+        shutil.rmtree(root / f"ds-{enc}", ignore_errors=True)
         out = subprocess.run(
             [sys.executable, "-c", _RUN, str(path), str(root / f"ds-{enc}")],
             check=True, capture_output=True, text=True,
-        ).stdout.split()  # fmt: skip
+        ).stdout.strip().splitlines()[-1].split()  # fmt: skip
         secs, tokens, requests, quarantined, rss = float(out[0]), *map(int, out[1:])
         results[enc] = secs
         mb = path.stat().st_size / 1e6

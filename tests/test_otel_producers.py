@@ -272,6 +272,7 @@ def test_bad_arrays_are_quarantined_and_the_request_kept(tmp_path):
         _bad_span(tracer, "undecodable", 2, {gen_key: "H4sIAAAAnotgzip"})
         _bad_span(tracer, "backwards", 3, {gen_key: [0.03, 0.05, 0.04]})
         _bad_span(tracer, "bytes-garbage", 1, {gen_key: b"\x00\x01 not json"})
+        _bad_span(tracer, "bytes-not-utf8", 1, {gen_key: b"[\xff\xfe]"})
         _bad_span(tracer, "json-backwards", 2, {gen_key: json.dumps([0.05, 0.04])})
         _bad_span(
             tracer,
@@ -286,6 +287,7 @@ def test_bad_arrays_are_quarantined_and_the_request_kept(tmp_path):
         "per-token arrays differ in length",
         "per-token arrays hold 3 tokens but completion_tokens is 4",
         "per-token attribute gen_ai.latency.per_token_generation_time (bytes) does not decode",
+        "per-token attribute gen_ai.latency.per_token_generation_time (bytes) does not decode",
         "per-token attribute gen_ai.latency.per_token_generation_time (compressed-text) "
         "does not decode",
         "per-token times run backwards at position 1",
@@ -297,6 +299,7 @@ def test_bad_arrays_are_quarantined_and_the_request_kept(tmp_path):
     assert [k[0] for k in kept] == [
         "backwards",
         "bytes-garbage",
+        "bytes-not-utf8",
         "json-backwards",
         "lengths",
         "no-output",

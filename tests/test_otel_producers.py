@@ -273,6 +273,7 @@ def test_bad_arrays_are_quarantined_and_the_request_kept(tmp_path):
         _bad_span(tracer, "backwards", 3, {gen_key: [0.03, 0.05, 0.04]})
         _bad_span(tracer, "bytes-garbage", 1, {gen_key: b"\x00\x01 not json"})
         _bad_span(tracer, "bytes-not-utf8", 1, {gen_key: b"[\xff\xfe]"})
+        _bad_span(tracer, "not-a-number", 2, {gen_key: '[0.03, "soon"]'})
         _bad_span(tracer, "json-backwards", 2, {gen_key: json.dumps([0.05, 0.04])})
         _bad_span(
             tracer,
@@ -290,6 +291,8 @@ def test_bad_arrays_are_quarantined_and_the_request_kept(tmp_path):
         "per-token attribute gen_ai.latency.per_token_generation_time (bytes) does not decode",
         "per-token attribute gen_ai.latency.per_token_generation_time (compressed-text) "
         "does not decode",
+        "per-token attribute gen_ai.latency.per_token_generation_time (json-text) "
+        "holds entries that are not numbers",
         "per-token times run backwards at position 1",
         "per-token times run backwards at position 2",
     ]
@@ -303,6 +306,7 @@ def test_bad_arrays_are_quarantined_and_the_request_kept(tmp_path):
         "json-backwards",
         "lengths",
         "no-output",
+        "not-a-number",
         "short",
         "undecodable",
     ]

@@ -205,20 +205,27 @@ def decode_arrays(attrs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         # one Python call per request (not per token): compressed values need zlib
         decoded = [_decompress(t) for t in packed["text"]]
         packed = packed.with_columns(text=pl.Series(decoded, dtype=pl.String))
-    bad = pl.concat(
-        [
-            frame.filter(pl.col("encoding") == "other"),
-            packed.filter(pl.col("text").is_null()),
-        ]
-    ).select(
-        location=pl.format("line {} span {}", "_line", "_span"),
-        reason=pl.format("per-token attribute {} ({}) does not decode", "key", "encoding"),
-        raw=pl.lit("").str.slice(0, RAW_LIMIT),
-    )
-    good = pl.concat([plain, packed.filter(pl.col("text").is_not_null())]).with_columns(
+    decoded = pl.concat([plain, packed.filter(pl.col("text").is_not_null())]).with_columns(
         values=pl.col("text").str.extract_all(_NUMBER),
         name=pl.col("key").replace_strict(ARRAYS),
     )
+    # every entry must be a number: as many numbers as comma-separated entries
+    entries = pl.col("text").str.count_matches(",", literal=True) + 1
+    all_numbers = (pl.col("values").list.len() == entries) | (pl.col("values").list.len() == 0)
+    bad = pl.concat(
+        [
+            frame.filter(pl.col("encoding") == "other").with_columns(why=pl.lit("does not decode")),
+            packed.filter(pl.col("text").is_null()).with_columns(why=pl.lit("does not decode")),
+            decoded.filter(~all_numbers)
+            .select(frame.columns)
+            .with_columns(why=pl.lit("holds entries that are not numbers")),
+        ]
+    ).select(
+        location=pl.format("line {} span {}", "_line", "_span"),
+        reason=pl.format("per-token attribute {} ({}) {}", "key", "encoding", "why"),
+        raw=pl.col("text").fill_null("").str.slice(0, RAW_LIMIT),
+    )
+    good = decoded.filter(all_numbers)
     return good.drop("text", "key"), bad
 
 
@@ -310,13 +317,20 @@ def from_arrays(arrays: pl.DataFrame, spans: pl.DataFrame) -> tuple[pl.DataFrame
 
     long = long.with_columns(ts=seconds_text_ns(g), t_scheduled=seconds_text_ns(s))
     long = long.with_columns(ts=absolute(pl.col("ts")), t_scheduled=absolute(pl.col("t_scheduled")))
-    long = long.with_columns(back=(pl.col("ts").diff().over("_span") < 0).fill_null(False))
-    backwards = long.group_by("_span").agg(
-        pl.col("_line").first(), first_back=pl.col("pos").filter("back").first()
-    )
-    backwards = backwards.filter(pl.col("first_back").is_not_null()).with_columns(
-        reason=pl.format("per-token times run backwards at position {}", "first_back"),
-        gen=pl.lit(None, pl.List(pl.String)),
+    # rows are in (span, position) order: a decrease within one span runs backwards
+    same_span = pl.col("_span") == pl.col("_span").shift()
+    back = ((pl.col("ts").diff() < 0) & same_span).fill_null(False)
+    long = long.with_columns(bad=pl.col("ts").is_null() | back)
+    backwards = (
+        long.filter("bad")
+        .group_by("_span")
+        .agg(pl.col("_line").first(), pl.col("pos").first(), nan=pl.col("ts").is_null().first())
+        .with_columns(
+            reason=pl.when("nan")
+            .then(pl.format("per-token time at position {} is not a number", "pos"))
+            .otherwise(pl.format("per-token times run backwards at position {}", "pos")),
+            gen=pl.lit(None, pl.List(pl.String)),
+        )
     )
     rejected.append(backwards.select("_span", "_line", "reason", "gen"))
     long = long.join(backwards.select("_span"), on="_span", how="anti")

@@ -495,3 +495,64 @@ def test_vllm_omni_stages_are_phased_and_the_root_gives_e2e(tmp_path):
         ("omni-1/stage0", 1 * MS, 50 * MS, 18 * MS),
         ("omni-1/stage1", 52 * MS, 90 * MS, 7 * MS),
     ]
+
+
+def test_sglang_pd_decode_node_kv_transfer(tmp_path):
+    """SGLang PD decode node (req_time_stats.py @00ce49e05c17, DisaggregationMode.DECODE):
+    root `"decode Req <rid[:8]>"` with `bootstrap_room`; scheduler slices decode_prepare →
+    decode_bootstrap → decode_transferred (KV arrives) → decode_waiting (queue) →
+    decode_forward with decode_loop steps. No prefill runs here."""
+    t, rid = T0 + 5000 * MS, "77aa88bb99cc00dd"
+    stamps = {
+        "tokenize": (0, 1 * MS + 1),
+        "decode_prepare": (2 * MS, 3 * MS),
+        "decode_bootstrap": (3 * MS, 4 * MS + 3),
+        "decode_transferred": (4 * MS + 3, 9 * MS + 5),
+        "decode_waiting": (9 * MS + 5, 10 * MS + 7),
+    }
+    loops = [(10 * MS + 7, 20 * MS + 9), (20 * MS + 9, 30 * MS + 11)]
+    with provider({"service.name": "sglang-decode"}, SGLangIdGenerator()) as (tracer, spans):
+        root = tracer.start_span(
+            f"decode Req {rid[:8]}",
+            start_time=t,
+            attributes={"rid": rid, "module": "sglang::request", "bootstrap_room": "0x2a"},
+        )
+        rctx = trace.set_span_in_context(root)
+        tok = tracer.start_span("tokenizer (host:1f2e3d4c | pid:1)", context=rctx, start_time=t)
+        sched = tracer.start_span(
+            "scheduler [TP 0] (host:1f2e3d4c | pid:2)", context=rctx, start_time=t + 2 * MS
+        )
+        for name, (a, b) in stamps.items():
+            parent = tok if name == "tokenize" else sched
+            s = tracer.start_span(name, context=trace.set_span_in_context(parent), start_time=t + a)
+            s.end(end_time=t + b)
+        tok.end(end_time=t + 1 * MS + 500)
+        fwd = tracer.start_span(
+            "decode_forward", context=trace.set_span_in_context(sched), start_time=t + loops[0][0]
+        )
+        for ct, (a, b) in enumerate(loops):
+            s = tracer.start_span(
+                "decode_loop", context=trace.set_span_in_context(fwd), start_time=t + a
+            )
+            s.set_attributes({"decode_ct": ct})
+            s.end(end_time=t + b)
+        fwd.end(end_time=t + 31 * MS)
+        sched.end(end_time=t + 31 * MS)
+        root.end(end_time=t + 32 * MS)
+    con, results = _ingest(spans, tmp_path, "json")
+    p = _phases(con, rid)
+    want = {
+        "tokenize_ns": 1 * MS + 1,
+        "kv_transfer_ns": 5 * MS + 2,
+        "queue_ns": 1 * MS + 2,
+        "prefill_ns": 0,  # the first token came with the KV cache from the prefill node
+        "decode_ns": loops[-1][1] - loops[0][0],
+        "e2e_ns": loops[-1][1],
+        # tokenize end -> transfer start (decode_prepare, decode_bootstrap) is unstamped
+        "residual_ns": 4 * MS + 3 - (1 * MS + 1),
+    }
+    assert {k: p[k] for k in want} == want
+    assert (
+        results[0].conventions == {"sglang": 1, "tensorrt-llm": 1}
+        or results[0].conventions["sglang"] == 1
+    )

@@ -264,7 +264,8 @@ def _bad_span(tracer, request_id: str, completion: int, attrs: dict) -> None:
     span.end(end_time=B + 60 * MS)
 
 
-def test_bad_arrays_are_quarantined_and_the_request_kept(tmp_path):
+@pytest.mark.parametrize("encoder", ["json", "proto"])
+def test_bad_arrays_are_quarantined_and_the_request_kept(tmp_path, encoder):
     gen_key = "gen_ai.latency.per_token_generation_time"
     with provider() as (tracer, spans):
         _bad_span(tracer, "short", 4, {gen_key: [0.03, 0.04, 0.05]})
@@ -281,7 +282,7 @@ def test_bad_arrays_are_quarantined_and_the_request_kept(tmp_path):
             2,
             {gen_key: [0.03, 0.04], "gen_ai.iteration.per_token_batch_size": [1, 2, 3]},
         )
-    con, _ = _ingest(spans, tmp_path, "json")
+    con, _ = _ingest(spans, tmp_path, encoder)
     reasons = sorted(r for (r,) in con.sql("SELECT reason FROM quarantine").fetchall())
     assert reasons == [
         "per-token array on a request with no output (completion_tokens = 0)",
@@ -382,7 +383,8 @@ def test_tensorrt_llm_kv_transfer_phase(tmp_path, encoder):
 # --- vLLM start-up spans -------------------------------------------------------------------
 
 
-def test_vllm_startup_spans_become_startup_events(tmp_path):
+@pytest.mark.parametrize("encoder", ["json", "proto"])
+def test_vllm_startup_spans_become_startup_events(tmp_path, encoder):
     """`instrument` (vllm/tracing/__init__.py @bef65387bad4, otel.py): one INTERNAL span per
     decorated call, nested, with `code.function`, `code.namespace`, `code.filepath` and
     `code.lineno` as a string."""
@@ -411,7 +413,7 @@ def test_vllm_startup_spans_become_startup_events(tmp_path):
             )
         for name, _, end, _ in reversed(plan):
             open_spans[name].end(end_time=t + end)
-    con, results = _ingest(spans, tmp_path, "json")
+    con, results = _ingest(spans, tmp_path, encoder)
     assert results[0].conventions["vllm-startup"] == 5
     rows = con.sql("SELECT kind, ts, message, value FROM events ORDER BY ts").fetchall()
     assert [r[:3] for r in rows] == [
@@ -432,7 +434,8 @@ def test_vllm_startup_spans_become_startup_events(tmp_path):
 # --- vLLM-Omni -----------------------------------------------------------------------------
 
 
-def test_vllm_omni_stages_are_phased_and_the_root_gives_e2e(tmp_path):
+@pytest.mark.parametrize("encoder", ["json", "proto"])
+def test_vllm_omni_stages_are_phased_and_the_root_gives_e2e(tmp_path, encoder):
     """vLLM-Omni (research §5): an `omni_request` root per request and an INTERNAL
     `llm_request` per stage under it, with vLLM's gen_ai attributes."""
     t = T0 + 4000 * MS
@@ -481,7 +484,7 @@ def test_vllm_omni_stages_are_phased_and_the_root_gives_e2e(tmp_path):
         )
         server.end(end_time=t + 51 * MS)
         client.end(end_time=t + 52 * MS)
-    con, results = _ingest(spans, tmp_path, "json")
+    con, results = _ingest(spans, tmp_path, encoder)
     views = con.sql("SELECT view FROM requests WHERE request_id = 'cmpl-9' ORDER BY view")
     assert views.fetchall() == [("client",), ("server",)]
     assert results[0].conventions["vllm-omni"] == 1
@@ -497,7 +500,8 @@ def test_vllm_omni_stages_are_phased_and_the_root_gives_e2e(tmp_path):
     ]
 
 
-def test_sglang_pd_decode_node_kv_transfer(tmp_path):
+@pytest.mark.parametrize("encoder", ["json", "proto"])
+def test_sglang_pd_decode_node_kv_transfer(tmp_path, encoder):
     """SGLang PD decode node (req_time_stats.py @00ce49e05c17, DisaggregationMode.DECODE):
     root `"decode Req <rid[:8]>"` with `bootstrap_room`; scheduler slices decode_prepare →
     decode_bootstrap → decode_transferred (KV arrives) → decode_waiting (queue) →
@@ -539,7 +543,7 @@ def test_sglang_pd_decode_node_kv_transfer(tmp_path):
         fwd.end(end_time=t + 31 * MS)
         sched.end(end_time=t + 31 * MS)
         root.end(end_time=t + 32 * MS)
-    con, results = _ingest(spans, tmp_path, "json")
+    con, results = _ingest(spans, tmp_path, encoder)
     p = _phases(con, rid)
     want = {
         "tokenize_ns": 1 * MS + 1,

@@ -29,6 +29,8 @@ def dataset(tmp_path_factory):
     result = traceq_cli("ingest", str(src), "-o", str(tmp / "ds"))
     assert result.returncode == 0, result.stderr
     assert "4 requests, 8 tokens, 4 spans; 0 quarantined" in result.stdout
+    # the make_spans requests are vLLM llm_request spans with traceq's gen_ai.token events
+    assert "conventions matched: vllm (4), gen-ai-token-events (4)" in result.stdout
     return tmp / "ds"
 
 
@@ -99,7 +101,7 @@ def test_usage_errors_exit_2(tmp_path):
 
 def test_formats_lists_the_otel_readers():
     out = traceq_cli("formats").stdout
-    for name in ("otlp-json", "otlp-proto", "jaeger-json"):
+    for name in ("otlp-json", "otlp-proto", "jaeger-json", "sglang", "tensorrt-llm", "vllm-omni"):
         assert name in out
 
 

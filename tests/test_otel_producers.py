@@ -4,6 +4,7 @@ through request_phases / token_gaps / events against the known stamps to the nan
 
 from __future__ import annotations
 
+import json
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
@@ -263,33 +264,53 @@ def _bad_span(tracer, request_id: str, completion: int, attrs: dict) -> None:
     span.end(end_time=B + 60 * MS)
 
 
-def test_bad_arrays_are_quarantined_and_the_request_kept(tmp_path):
+@pytest.mark.parametrize("encoder", ["json", "proto"])
+def test_bad_arrays_are_quarantined_and_the_request_kept(tmp_path, encoder):
     gen_key = "gen_ai.latency.per_token_generation_time"
     with provider() as (tracer, spans):
         _bad_span(tracer, "short", 4, {gen_key: [0.03, 0.04, 0.05]})
         _bad_span(tracer, "no-output", 0, {gen_key: [0.03]})
         _bad_span(tracer, "undecodable", 2, {gen_key: "H4sIAAAAnotgzip"})
         _bad_span(tracer, "backwards", 3, {gen_key: [0.03, 0.05, 0.04]})
+        _bad_span(tracer, "bytes-garbage", 1, {gen_key: b"\x00\x01 not json"})
+        _bad_span(tracer, "bytes-not-utf8", 1, {gen_key: b"[\xff\xfe]"})
+        _bad_span(tracer, "not-a-number", 2, {gen_key: '[0.03, "soon"]'})
+        _bad_span(tracer, "json-backwards", 2, {gen_key: json.dumps([0.05, 0.04])})
         _bad_span(
             tracer,
             "lengths",
             2,
             {gen_key: [0.03, 0.04], "gen_ai.iteration.per_token_batch_size": [1, 2, 3]},
         )
-    con, _ = _ingest(spans, tmp_path, "json")
+    con, _ = _ingest(spans, tmp_path, encoder)
     reasons = sorted(r for (r,) in con.sql("SELECT reason FROM quarantine").fetchall())
     assert reasons == [
         "per-token array on a request with no output (completion_tokens = 0)",
         "per-token arrays differ in length",
         "per-token arrays hold 3 tokens but completion_tokens is 4",
+        "per-token attribute gen_ai.latency.per_token_generation_time (bytes) does not decode",
+        "per-token attribute gen_ai.latency.per_token_generation_time (bytes) does not decode",
         "per-token attribute gen_ai.latency.per_token_generation_time (compressed-text) "
         "does not decode",
+        "per-token attribute gen_ai.latency.per_token_generation_time (json-text) "
+        "holds entries that are not numbers",
+        "per-token times run backwards at position 1",
         "per-token times run backwards at position 2",
     ]
     kept = con.sql(
         "SELECT request_id, ttft_ns, e2e_ns FROM request_phases ORDER BY request_id"
     ).fetchall()
-    assert [k[0] for k in kept] == ["backwards", "lengths", "no-output", "short", "undecodable"]
+    assert [k[0] for k in kept] == [
+        "backwards",
+        "bytes-garbage",
+        "bytes-not-utf8",
+        "json-backwards",
+        "lengths",
+        "no-output",
+        "not-a-number",
+        "short",
+        "undecodable",
+    ]
     assert {(k[1], k[2]) for k in kept} == {(30 * MS, 60 * MS)}
     assert con.sql("SELECT count(*) FROM tokens").fetchall()[0] == (0,)
 
@@ -362,7 +383,8 @@ def test_tensorrt_llm_kv_transfer_phase(tmp_path, encoder):
 # --- vLLM start-up spans -------------------------------------------------------------------
 
 
-def test_vllm_startup_spans_become_startup_events(tmp_path):
+@pytest.mark.parametrize("encoder", ["json", "proto"])
+def test_vllm_startup_spans_become_startup_events(tmp_path, encoder):
     """`instrument` (vllm/tracing/__init__.py @bef65387bad4, otel.py): one INTERNAL span per
     decorated call, nested, with `code.function`, `code.namespace`, `code.filepath` and
     `code.lineno` as a string."""
@@ -391,7 +413,7 @@ def test_vllm_startup_spans_become_startup_events(tmp_path):
             )
         for name, _, end, _ in reversed(plan):
             open_spans[name].end(end_time=t + end)
-    con, results = _ingest(spans, tmp_path, "json")
+    con, results = _ingest(spans, tmp_path, encoder)
     assert results[0].conventions["vllm-startup"] == 5
     rows = con.sql("SELECT kind, ts, message, value FROM events ORDER BY ts").fetchall()
     assert [r[:3] for r in rows] == [
@@ -412,7 +434,8 @@ def test_vllm_startup_spans_become_startup_events(tmp_path):
 # --- vLLM-Omni -----------------------------------------------------------------------------
 
 
-def test_vllm_omni_stages_are_phased_and_the_root_gives_e2e(tmp_path):
+@pytest.mark.parametrize("encoder", ["json", "proto"])
+def test_vllm_omni_stages_are_phased_and_the_root_gives_e2e(tmp_path, encoder):
     """vLLM-Omni (research §5): an `omni_request` root per request and an INTERNAL
     `llm_request` per stage under it, with vLLM's gen_ai attributes."""
     t = T0 + 4000 * MS
@@ -445,11 +468,29 @@ def test_vllm_omni_stages_are_phased_and_the_root_gives_e2e(tmp_path):
             )
             stage.end(end_time=t + start + e2e)
         root.end(end_time=t + 145 * MS)
-    con, results = _ingest(spans, tmp_path, "json")
+        # a load generator's CLIENT span over an ordinary server request: not a stage
+        client = tracer.start_span(
+            "chat Qwen3",
+            kind=SpanKind.CLIENT,
+            start_time=t,
+            attributes={"gen_ai.operation.name": "chat", "gen_ai.response.id": "cmpl-9"},
+        )
+        server = tracer.start_span(
+            "llm_request",
+            kind=SpanKind.SERVER,
+            context=trace.set_span_in_context(client),
+            start_time=t + MS,
+            attributes={"gen_ai.request.id": "cmpl-9", "gen_ai.latency.e2e": 0.05},
+        )
+        server.end(end_time=t + 51 * MS)
+        client.end(end_time=t + 52 * MS)
+    con, results = _ingest(spans, tmp_path, encoder)
+    views = con.sql("SELECT view FROM requests WHERE request_id = 'cmpl-9' ORDER BY view")
+    assert views.fetchall() == [("client",), ("server",)]
     assert results[0].conventions["vllm-omni"] == 1
     rows = con.sql(
         "SELECT request_id, t_arrival - ?, e2e_ns, prefill_ns FROM request_phases "
-        "ORDER BY request_id",
+        "WHERE request_id LIKE 'omni%' ORDER BY request_id",
         params=[t],
     ).fetchall()
     assert rows == [
@@ -457,3 +498,62 @@ def test_vllm_omni_stages_are_phased_and_the_root_gives_e2e(tmp_path):
         ("omni-1/stage0", 1 * MS, 50 * MS, 18 * MS),
         ("omni-1/stage1", 52 * MS, 90 * MS, 7 * MS),
     ]
+
+
+@pytest.mark.parametrize("encoder", ["json", "proto"])
+def test_sglang_pd_decode_node_kv_transfer(tmp_path, encoder):
+    """SGLang PD decode node (req_time_stats.py @00ce49e05c17, DisaggregationMode.DECODE):
+    root `"decode Req <rid[:8]>"` with `bootstrap_room`; scheduler slices decode_prepare →
+    decode_bootstrap → decode_transferred (KV arrives) → decode_waiting (queue) →
+    decode_forward with decode_loop steps. No prefill runs here."""
+    t, rid = T0 + 5000 * MS, "77aa88bb99cc00dd"
+    stamps = {
+        "tokenize": (0, 1 * MS + 1),
+        "decode_prepare": (2 * MS, 3 * MS),
+        "decode_bootstrap": (3 * MS, 4 * MS + 3),
+        "decode_transferred": (4 * MS + 3, 9 * MS + 5),
+        "decode_waiting": (9 * MS + 5, 10 * MS + 7),
+    }
+    loops = [(10 * MS + 7, 20 * MS + 9), (20 * MS + 9, 30 * MS + 11)]
+    with provider({"service.name": "sglang-decode"}, SGLangIdGenerator()) as (tracer, spans):
+        root = tracer.start_span(
+            f"decode Req {rid[:8]}",
+            start_time=t,
+            attributes={"rid": rid, "module": "sglang::request", "bootstrap_room": "0x2a"},
+        )
+        rctx = trace.set_span_in_context(root)
+        tok = tracer.start_span("tokenizer (host:1f2e3d4c | pid:1)", context=rctx, start_time=t)
+        sched = tracer.start_span(
+            "scheduler [TP 0] (host:1f2e3d4c | pid:2)", context=rctx, start_time=t + 2 * MS
+        )
+        for name, (a, b) in stamps.items():
+            parent = tok if name == "tokenize" else sched
+            s = tracer.start_span(name, context=trace.set_span_in_context(parent), start_time=t + a)
+            s.end(end_time=t + b)
+        tok.end(end_time=t + 1 * MS + 500)
+        fwd = tracer.start_span(
+            "decode_forward", context=trace.set_span_in_context(sched), start_time=t + loops[0][0]
+        )
+        for ct, (a, b) in enumerate(loops):
+            s = tracer.start_span(
+                "decode_loop", context=trace.set_span_in_context(fwd), start_time=t + a
+            )
+            s.set_attributes({"decode_ct": ct})
+            s.end(end_time=t + b)
+        fwd.end(end_time=t + 31 * MS)
+        sched.end(end_time=t + 31 * MS)
+        root.end(end_time=t + 32 * MS)
+    con, results = _ingest(spans, tmp_path, encoder)
+    p = _phases(con, rid)
+    want = {
+        "tokenize_ns": 1 * MS + 1,
+        "kv_transfer_ns": 5 * MS + 2,
+        "queue_ns": 1 * MS + 2,
+        "prefill_ns": 0,  # the first token came with the KV cache from the prefill node
+        "decode_ns": loops[-1][1] - loops[0][0],
+        "e2e_ns": loops[-1][1],
+        # tokenize end -> transfer start (decode_prepare, decode_bootstrap) is unstamped
+        "residual_ns": 4 * MS + 3 - (1 * MS + 1),
+    }
+    assert {k: p[k] for k in want} == want
+    assert results[0].conventions == {"sglang": 1}

@@ -33,10 +33,19 @@ SELECT * EXCLUDE (copy_no, first_line) FROM _ranked WHERE copy_no = 1;
 
 -- Each span's request: the nearest request span among itself and four ancestors (SGLang
 -- nests stage slices under a thread span under the request root: research/otel_producers.md
--- §3). A request span nested under another request span is a stage of it (vLLM-Omni
--- `llm_request` stages under `omni_request`).
+-- §3). A request span nested under another server-side request span is a stage of it
+-- (vLLM-Omni `llm_request` stages under `omni_request`); under a CLIENT span it stays itself.
 CREATE OR REPLACE TEMP TABLE _owner AS
-WITH k AS (SELECT _span, trace_id, span_id, parent_id, is_request FROM _kept)
+WITH k AS (
+    SELECT
+        _span,
+        trace_id,
+        span_id,
+        parent_id,
+        is_request,
+        is_request AND kind IS DISTINCT FROM 'CLIENT' AS is_outer
+    FROM _kept
+)
 SELECT
     c._span,
     CASE
@@ -48,9 +57,9 @@ SELECT
     END AS req_span,
     CASE
         WHEN NOT c.is_request THEN NULL
-        WHEN p1.is_request THEN p1._span
-        WHEN p2.is_request THEN p2._span
-        WHEN p3.is_request THEN p3._span
+        WHEN p1.is_request THEN CASE WHEN p1.is_outer THEN p1._span END
+        WHEN p2.is_request THEN CASE WHEN p2.is_outer THEN p2._span END
+        WHEN p3.is_request THEN CASE WHEN p3.is_outer THEN p3._span END
     END AS outer_span
 FROM k AS c
 LEFT JOIN k AS p1 ON p1.trace_id = c.trace_id AND p1.span_id = c.parent_id

@@ -16,7 +16,8 @@ import polars as pl
 
 from traceq.dataset import SourceWriter
 from traceq.ingest.otel import jaeger, otlp_json, otlp_proto
-from traceq.ingest.otel.spans import conventions_seen, split_spans
+from traceq.ingest.otel.producers import conventions_seen
+from traceq.ingest.otel.spans import split_spans
 from traceq.ingest.second_pass import second_pass
 from traceq.ingest.source import Source
 from traceq.sql import load

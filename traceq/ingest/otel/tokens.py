@@ -56,7 +56,7 @@ ARRAYS = {
 # A value above this many seconds is an absolute epoch time, not an offset (research §2.3:
 # the orjson variant leaves the first step's entries absolute).
 ABSOLUTE_S = 1e8
-_NUMBER = r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
+_NUMBER = r"-?[0-9][0-9.eE+-]*"  # a JSON number (the texts are JSON)
 
 
 def _event_field(key: str) -> str:
@@ -189,45 +189,51 @@ def decode_arrays(attrs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     plain = frame.filter(pl.col("encoding").is_in(["otel-array", "json-text"]))
     packed = frame.filter(pl.col("encoding").is_in(["compressed-text", "bytes"]))
+    # bytes holding JSON (orjson's output) decode without Python; only compressed ones need it
+    raw = pl.col("text").str.decode("base64", strict=False)
+    packed = packed.with_columns(json_bytes=raw.bin.starts_with(b"[").fill_null(False))
+    try:
+        json_bytes = packed.filter("json_bytes").with_columns(
+            text=pl.col("text").str.decode("base64").cast(pl.String)
+        )
+        plain = pl.concat([plain, json_bytes.drop("json_bytes")])
+        packed = packed.filter(~pl.col("json_bytes"))
+    except pl.exceptions.ComputeError:  # invalid UTF-8 somewhere: all of them the slow way
+        pass
+    packed = packed.drop("json_bytes")
     if packed.height:
         # one Python call per request (not per token): compressed values need zlib
         decoded = [_decompress(t) for t in packed["text"]]
         packed = packed.with_columns(text=pl.Series(decoded, dtype=pl.String))
-    bad = pl.concat(
-        [
-            frame.filter(pl.col("encoding") == "other"),
-            packed.filter(pl.col("text").is_null()),
-        ]
-    ).select(
-        location=pl.format("line {} span {}", "_line", "_span"),
-        reason=pl.format("per-token attribute {} ({}) does not decode", "key", "encoding"),
-        raw=pl.lit("").str.slice(0, RAW_LIMIT),
-    )
-    good = pl.concat([plain, packed.filter(pl.col("text").is_not_null())]).with_columns(
+    decoded = pl.concat([plain, packed.filter(pl.col("text").is_not_null())]).with_columns(
         values=pl.col("text").str.extract_all(_NUMBER),
         name=pl.col("key").replace_strict(ARRAYS),
     )
+    # every entry must be a number: as many numbers as comma-separated entries
+    entries = pl.col("text").str.count_matches(",", literal=True) + 1
+    all_numbers = (pl.col("values").list.len() == entries) | (pl.col("values").list.len() == 0)
+    bad = pl.concat(
+        [
+            frame.filter(pl.col("encoding") == "other").with_columns(why=pl.lit("does not decode")),
+            packed.filter(pl.col("text").is_null()).with_columns(why=pl.lit("does not decode")),
+            decoded.filter(~all_numbers)
+            .select(frame.columns)
+            .with_columns(why=pl.lit("holds entries that are not numbers")),
+        ]
+    ).select(
+        location=pl.format("line {} span {}", "_line", "_span"),
+        reason=pl.format("per-token attribute {} ({}) {}", "key", "encoding", "why"),
+        raw=pl.col("text").fill_null("").str.slice(0, RAW_LIMIT),
+    )
+    good = decoded.filter(all_numbers)
     return good.drop("text", "key"), bad
 
 
 def seconds_text_ns(text: pl.Expr) -> pl.Expr:
-    """Decimal seconds as printed (`"1750000002.1585567"`, `"0.0351"`) → integer ns, exactly:
-    integer and fraction digits are converted separately (a float64 detour would lose up to
-    256 ns on an epoch time); rounded half up at the ninth decimal. Exponent forms
-    (`"5e-05"`) go through float64, exact for offsets that small."""
-    body = text.str.strip_prefix("-")
-    whole = body.str.extract(r"^([0-9]+)", 1).cast(pl.Int64)
-    digits = pl.concat_str(
-        body.str.extract(r"^[0-9]+\.([0-9]+)", 1).fill_null(""), pl.lit("0000000000")
-    )
-    ns = (
-        whole * 1_000_000_000
-        + digits.str.slice(0, 9).cast(pl.Int64)
-        + (digits.str.slice(9, 1).cast(pl.Int64) >= 5).cast(pl.Int64)
-    )
-    ns = pl.when(text.str.starts_with("-")).then(-ns).otherwise(ns)
-    floated = (text.cast(pl.Float64, strict=False) * 1e9).round().cast(pl.Int64)
-    return pl.when(body.str.contains("[eE]")).then(floated).otherwise(ns)
+    """Decimal seconds as printed (`"1750000002.1585567"`, `"0.0351"`, `"5e-05"`) → integer
+    ns, exactly: through a 9-decimal Decimal, rounded half up at the ninth decimal (a float64
+    detour would lose up to 256 ns on an epoch time)."""
+    return (text.cast(pl.Decimal(38, 9), strict=False) * 1_000_000_000).cast(pl.Int64)
 
 
 def from_arrays(arrays: pl.DataFrame, spans: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -282,50 +288,65 @@ def from_arrays(arrays: pl.DataFrame, spans: pl.DataFrame) -> tuple[pl.DataFrame
     # span start (the request's arrival), §2.2 and §2.4.
     first_abs = pl.col("gen").list.first().cast(pl.Float64, strict=False) > ABSOLUTE_S
     base_s = pl.coalesce(pl.col("sched").list.first(), pl.col("gen").list.first())
+    ok = ok.with_columns(
+        time_base=pl.when(first_abs)
+        .then(pl.lit("first_scheduled"))
+        .otherwise(pl.lit("span_start")),
+        base_ns=pl.when(first_abs).then(seconds_text_ns(base_s)).otherwise(pl.col("t_start")),
+    )
+    # Explode the arrays together; a span lacking one of this block's arrays gets a list of
+    # nulls of its length (rare: only when encodings are mixed in one block).
+    others = [n for n in ARRAYS.values() if n in present and n != "gen"]
+    complete = pl.all_horizontal(pl.lit(True), *(pl.col(n).is_not_null() for n in others))
     nulls = pl.col("gen").list.eval(pl.lit(None, pl.String).repeat_by(pl.len()).explode())
+    mixed = ok.filter(~complete).with_columns(pl.col(n).fill_null(nulls) for n in others)
     long = (
-        ok.with_columns(
-            *(pl.col(n).fill_null(nulls) for n in ARRAYS.values() if n != "gen"),
-            time_base=pl.when(first_abs)
-            .then(pl.lit("first_scheduled"))
-            .otherwise(pl.lit("span_start")),
-            base_ns=pl.when(first_abs).then(seconds_text_ns(base_s)).otherwise(pl.col("t_start")),
+        pl.concat([ok.filter(complete), mixed])
+        .select("_span", "_line", "time_base", "base_ns", "gen", *others, pos=pl.int_ranges(n_gen))
+        .explode("gen", "pos", *others)
+        .with_columns(
+            pl.lit(None, pl.String).alias(n)
+            for n in ARRAYS.values()
+            if n not in others and n != "gen"
         )
-        .select(
-            "_span", "_line", "time_base", "base_ns", *ARRAYS.values(), pos=pl.int_ranges(n_gen)
-        )
-        .explode("pos", *ARRAYS.values())
     )
     g, s = pl.col("gen"), pl.col("sched")
 
-    def absolute(v: pl.Expr) -> pl.Expr:
-        ns = seconds_text_ns(v)
-        absolute = v.cast(pl.Float64, strict=False) > ABSOLUTE_S
-        return pl.when(absolute).then(ns).otherwise(pl.col("base_ns") + ns)
+    def absolute(ns: pl.Expr) -> pl.Expr:
+        return pl.when(ns > ABSOLUTE_S * 1e9).then(ns).otherwise(pl.col("base_ns") + ns)
 
-    long = long.with_columns(ts=absolute(g), t_scheduled=absolute(s)).with_columns(
-        back=(pl.col("ts").diff().over("_span") < 0).fill_null(False)
-    )
-    backwards = long.group_by("_span").agg(
-        pl.col("_line").first(), first_back=pl.col("pos").filter("back").first()
-    )
-    backwards = backwards.filter(pl.col("first_back").is_not_null()).with_columns(
-        reason=pl.format("per-token times run backwards at position {}", "first_back"),
-        gen=pl.lit(None, pl.List(pl.String)),
+    long = long.with_columns(ts=seconds_text_ns(g), t_scheduled=seconds_text_ns(s))
+    long = long.with_columns(ts=absolute(pl.col("ts")), t_scheduled=absolute(pl.col("t_scheduled")))
+    # rows are in (span, position) order: a decrease within one span runs backwards
+    same_span = pl.col("_span") == pl.col("_span").shift()
+    back = ((pl.col("ts").diff() < 0) & same_span).fill_null(False)
+    long = long.with_columns(bad=pl.col("ts").is_null() | back)
+    backwards = (
+        long.filter("bad")
+        .group_by("_span")
+        .agg(pl.col("_line").first(), pl.col("pos").first(), nan=pl.col("ts").is_null().first())
+        .with_columns(
+            reason=pl.when("nan")
+            .then(pl.format("per-token time at position {} is not a number", "pos"))
+            .otherwise(pl.format("per-token times run backwards at position {}", "pos")),
+            gen=pl.lit(None, pl.List(pl.String)),
+        )
     )
     rejected.append(backwards.select("_span", "_line", "reason", "gen"))
     long = long.join(backwards.select("_span"), on="_span", how="anti")
+    # entries of one step share their time: one chunk per run of equal (span, ts)
+    weight = pl.col("nnew").cast(pl.Float64).cast(pl.Int64).fill_null(1)
     chunks = (
-        long.group_by("_span", "ts", maintain_order=True)
-        .agg(
-            n_tokens=pl.col("nnew").cast(pl.Float64).sum().cast(pl.Int64).clip(1)
-            if "nnew" in present
-            else pl.len().cast(pl.Int64),
-            t_scheduled=pl.col("t_scheduled").first(),
-            batch_size=pl.col("batch").first().cast(pl.Float64).cast(pl.Int64),
-            waiting=pl.col("waiting").first().cast(pl.Float64).cast(pl.Int64),
-            total_tokens=pl.col("total").first().cast(pl.Float64).cast(pl.Int64),
-            time_base=pl.col("time_base").first(),
+        long.with_columns(run=pl.struct("_span", "ts").rle_id(), weight=weight)
+        .with_columns(n_tokens=pl.col("weight").sum().over("run").clip(1))
+        .filter(pl.col("run").is_first_distinct())
+        .with_columns(
+            pl.col(c).cast(pl.Float64).cast(pl.Int64).alias(out)
+            for c, out in (
+                ("batch", "batch_size"),
+                ("waiting", "waiting"),
+                ("total", "total_tokens"),
+            )
         )
         .select(pl.col(k).cast(v) for k, v in TOKEN_COLUMNS.items())
     )

@@ -203,8 +203,8 @@ def decode_arrays(attrs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     packed = packed.drop("json_bytes")
     if packed.height:
         # one Python call per request (not per token): compressed values need zlib
-        decoded = [_decompress(t) for t in packed["text"]]
-        packed = packed.with_columns(text=pl.Series(decoded, dtype=pl.String))
+        texts = [_decompress(t) for t in packed["text"]]
+        packed = packed.with_columns(text=pl.Series(texts, dtype=pl.String))
     decoded = pl.concat([plain, packed.filter(pl.col("text").is_not_null())]).with_columns(
         values=pl.col("text").str.extract_all(_NUMBER),
         name=pl.col("key").replace_strict(ARRAYS),

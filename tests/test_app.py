@@ -55,11 +55,11 @@ def test_overview_kpis_match_the_views(dataset):
         "TPOT p99",
         "TBT p99",
         "e2e p99",
-        "Throughput",
-        "Goodput",
+        "Throughput (req/s)",
+        "Goodput (req/s)",
         "SLO attainment",
         "Error rate",
-        "Cost per 1 M output tokens",
+        "Cost $/1M tokens",
     ):
         assert shown[label] not in ("", "–"), label
     with Session(dataset) as s:

@@ -10,6 +10,7 @@ time filter.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import altair as alt
@@ -30,22 +31,56 @@ MARKER_COLORS = {
     "error": "#e15759",
     "engine death": "#000000",
 }
+SERIES_COLORS = ("#4e79a7", "#e15759", "#f28e2b", "#59a14f")
+"""Line colours in order of the series (distinct hues, so p50 and p99 never look alike)."""
+Y_AXIS_WIDTH = 60
+"""Fixed width (px) of every y axis, so stacked time charts share one plot width and line up."""
 WIDTH = "container"
-ROW_HEIGHT = 130
+ROW_HEIGHT = 210
 
 
 def _x_time(window: Window | None, title: str | None = None) -> alt.X:
-    domain = None if window is None else [window.since / 1e6, window.until / 1e6]
+    domain = None if window is None else [_datetime(window.since), _datetime(window.until)]
     scale = alt.Scale(type="utc", domain=domain) if domain else alt.Scale(type="utc")
-    return alt.X("time:T", title=title, scale=scale, axis=alt.Axis(format="%H:%M:%S"))
+    return alt.X(
+        "time:T", title=title, scale=scale, axis=alt.Axis(format="%H:%M:%S", labelFlush=True)
+    )
+
+
+_TIME_TIP = alt.Tooltip("time:T", title="time (UTC)", format="%H:%M:%S.%L", formatType="utc")
+
+
+def _datetime(ns: int) -> alt.DateTime:
+    """A Vega-Lite DateTime in UTC (a scale domain given as epoch numbers is misread once the
+    chart passes through Streamlit; DateTime objects are not)."""
+    when = datetime.fromtimestamp(ns // 1_000_000_000, UTC)
+    return alt.DateTime(
+        year=when.year, month=when.month, date=when.day, hours=when.hour,
+        minutes=when.minute, seconds=when.second,
+        milliseconds=(ns % 1_000_000_000) / 1e6, utc=True,
+    )  # fmt: skip
+
+
+def _legend() -> alt.Legend:
+    """Legends sit inside the plot's top-right corner, so every plot keeps the same width."""
+    return alt.Legend(orient="top-right", direction="horizontal", fillColor="#ffffffcc",
+                      padding=2, title=None)  # fmt: skip
+
+
+def _y_axis() -> alt.Axis:
+    return alt.Axis(minExtent=Y_AXIS_WIDTH)
 
 
 def _brush() -> alt.Parameter:
     return alt.selection_interval(encodings=["x"], name=BRUSH)
 
 
+PADDING = {"left": 5, "top": 16, "right": 5, "bottom": 5}
+"""Room above the title (without it Streamlit's frame can clip the title's top)."""
+
+
 def _base(frame: pl.DataFrame, height: int = ROW_HEIGHT) -> alt.Chart:
-    return alt.Chart(frame).properties(width=WIDTH, height=height)
+    return alt.Chart(frame).properties(width=WIDTH, height=height, padding=PADDING)
 
 
 def series(
@@ -69,9 +104,14 @@ def series(
         .mark_line(point=alt.OverlayMarkDef(size=12), interpolate="step-after")
         .encode(
             x=_x_time(window),
-            y=alt.Y("value:Q", title=unit),
-            color=alt.Color("series:N", title=None, legend=alt.Legend(orient="right")),
-            tooltip=[alt.Tooltip("time:T", format="%H:%M:%S.%L"), "series:N", "value:Q"],
+            y=alt.Y("value:Q", title=unit, axis=_y_axis()),
+            color=alt.Color(
+                "series:N",
+                title=None,
+                legend=_legend(),
+                scale=alt.Scale(range=list(SERIES_COLORS)),
+            ),
+            tooltip=[_TIME_TIP, "series:N", "value:Q"],
         )
         .properties(title=title)
     )
@@ -90,13 +130,14 @@ def rate(frame: pl.DataFrame, *, window: Window | None = None, brush: bool = Tru
         .mark_bar()
         .encode(
             x=_x_time(window),
-            y=alt.Y("requests:Q", title="arrivals per window", stack=True),
+            y=alt.Y("requests:Q", title="per window", stack=True, axis=_y_axis()),
             color=alt.Color(
                 "kind:N",
                 title=None,
                 scale=alt.Scale(domain=["ok", "errors"], range=["#4e79a7", "#e15759"]),
+                legend=_legend(),
             ),
-            tooltip=[alt.Tooltip("time:T", format="%H:%M:%S.%L"), "kind:N", "requests:Q"],
+            tooltip=[_TIME_TIP, "kind:N", "requests:Q"],
         )
         .properties(title="Requests arriving")
     )
@@ -110,14 +151,14 @@ def markers(frame: pl.DataFrame, *, window: Window | None = None) -> alt.Chart:
         .mark_tick(thickness=3, size=22)
         .encode(
             x=_x_time(window),
-            y=alt.Y("marker:N", title=None),
+            y=alt.Y("marker:N", title=None, axis=_y_axis()),
             color=alt.Color(
                 "marker:N",
                 legend=None,
                 scale=alt.Scale(domain=list(MARKER_COLORS), range=list(MARKER_COLORS.values())),
             ),
             tooltip=[
-                alt.Tooltip("time:T", format="%H:%M:%S.%L"),
+                _TIME_TIP,
                 "marker:N",
                 "n:Q",
                 "kinds:N",
@@ -139,11 +180,11 @@ def phase_stack_time(
         .mark_bar()
         .encode(
             x=_x_time(window),
-            y=alt.Y("ms:Q", title="mean ms per request", stack=True),
+            y=alt.Y("ms:Q", title="mean ms per request", stack=True, axis=_y_axis()),
             color=_phase_color(),
             order=alt.Order("order:Q"),
             tooltip=[
-                alt.Tooltip("time:T", format="%H:%M:%S.%L"),
+                _TIME_TIP,
                 "phase:N",
                 alt.Tooltip("ms:Q", format=",.1f"),
             ],
@@ -160,7 +201,12 @@ def phase_stack_length(frame: pl.DataFrame, *, by: str = "prompt") -> alt.Chart:
         _base(long, height=220)
         .mark_bar()
         .encode(
-            x=alt.X("length:N", title=f"{by} tokens", sort=alt.SortField("bucket")),
+            x=alt.X(
+                "length:N",
+                title=f"{by} tokens",
+                sort=alt.SortField("bucket"),
+                axis=alt.Axis(labelAngle=0),
+            ),
             y=alt.Y("ms:Q", title="mean ms per request", stack=True),
             color=_phase_color(),
             order=alt.Order("order:Q"),
@@ -182,7 +228,8 @@ def _phases_long(frame: pl.DataFrame, *index: str) -> pl.DataFrame:
 def _phase_color() -> alt.Color:
     return alt.Color(
         "phase:N",
-        title="phase",
+        title=None,
+        legend=alt.Legend(orient="right"),
         scale=alt.Scale(domain=list(PHASES), range=list(PHASE_COLORS)),
         sort=list(PHASES),
     )
@@ -211,11 +258,11 @@ def waterfall(req: dict[str, Any], tokens: pl.DataFrame) -> alt.LayerChart:
         },
     )
     lanes = [*[r["lane"] for r in rows], "tokens"]
-    y = alt.Y("lane:N", title=None, sort=lanes, scale=alt.Scale(domain=lanes))
+    y = alt.Y("lane:N", title=None, sort=lanes, scale=alt.Scale(domain=lanes, paddingInner=0.3))
     x_title = "ms since arrival"
     phase_bars = (
         alt.Chart(bars)
-        .mark_bar(height=18)
+        .mark_bar()
         .encode(
             x=alt.X("start:Q", title=x_title),
             x2="end:Q",
@@ -233,7 +280,7 @@ def waterfall(req: dict[str, Any], tokens: pl.DataFrame) -> alt.LayerChart:
     )
     ticks = (
         alt.Chart(ticks_frame)
-        .mark_tick(thickness=1, size=18, color="#4e79a7")
+        .mark_tick(thickness=1, color="#4e79a7")
         .encode(
             x=alt.X("at_ms:Q", title=x_title),
             y=y,
@@ -247,7 +294,7 @@ def waterfall(req: dict[str, Any], tokens: pl.DataFrame) -> alt.LayerChart:
     )
     stalls = (
         alt.Chart(ticks_frame.filter(pl.col("stall")))
-        .mark_bar(height=18, color="#e15759", opacity=0.85)
+        .mark_bar(color="#e15759", opacity=0.85)
         .encode(
             x="gap_start:Q",
             x2="at_ms:Q",
@@ -256,7 +303,10 @@ def waterfall(req: dict[str, Any], tokens: pl.DataFrame) -> alt.LayerChart:
         )
     )
     return alt.layer(phase_bars, stalls, ticks).properties(
-        width=WIDTH, height=40 * len(lanes), title=f"Request {req['request_id']}"
+        width=WIDTH,
+        height=70 * len(lanes),
+        title=f"Request {req['request_id']}",
+        padding=PADDING,
     )
 
 
@@ -275,7 +325,7 @@ def evidence(columns: Sequence[str], rows: list[dict[str, Any]]) -> alt.Chart | 
         values = [c for c in numeric if c != time_col][:4]
         if not values:
             return None
-        timed = frame.with_columns(time=pl.from_epoch(time_col, "ns").dt.replace_time_zone("UTC"))
+        timed = frame.with_columns(time=pl.col(time_col) / 1e6)
         return series(timed, values, title="", unit="", brush=False)
     labels = [c for c in columns if c in frame.columns and frame[c].dtype == pl.String]
     if not labels or not numeric:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import altair as alt
+import polars as pl
 import streamlit as st
 
 from traceq.app import charts, data, state
@@ -109,6 +110,24 @@ def brushed_window(event: Any) -> Window | None:
             bounds.append(state.parse_ts(str(value)))
     lo, hi = sorted(bounds)
     return Window(lo, hi) if hi > lo else None
+
+
+def evidence_frame(columns: list[str], rows: list[dict[str, Any]]) -> pl.DataFrame:
+    """An evidence table for display: ns stamps (`ts`, `start`, `t_*` …) as UTC times."""
+    frame = pl.DataFrame(rows, infer_schema_length=None)
+    frame = frame.select([c for c in columns if c in frame.columns] or frame.columns)
+    stamps = [
+        c
+        for c in frame.columns
+        if (c in charts.TIME_COLUMNS or c.startswith("t_") or c in ("end", "window_end"))
+        and frame[c].dtype.is_integer()
+    ]
+    return frame.with_columns(
+        pl.from_epoch(c, "ns").dt.replace_time_zone("UTC").alias(c) for c in stamps
+    )
+
+
+MS_COLUMN = st.column_config.NumberColumn(format="%.1f")
 
 
 def empty_note(what: str) -> None:

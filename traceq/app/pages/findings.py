@@ -71,7 +71,7 @@ for i, f in enumerate(failed):
             if chart is not None:
                 st.altair_chart(chart, width="stretch")
             if e.rows:
-                st.dataframe(e.rows, hide_index=True, width="stretch", column_order=e.columns)
+                st.dataframe(ui.evidence_frame(e.columns, e.rows), hide_index=True, width="stretch")
             st.code(e.sql.strip(), language="sql")
         if f.example_requests:
             st.markdown("**Example requests** (open the waterfall)")

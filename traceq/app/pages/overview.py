@@ -23,14 +23,14 @@ for col, (label, metric) in zip(
 
 cols = st.columns(5)
 cols[0].metric(
-    "Throughput",
-    ui.num(k["requests_per_s"], suffix=" req/s"),
+    "Throughput (req/s)",
+    ui.num(k["requests_per_s"]),
     border=True,
     help=f"{ui.num(k['output_tokens_per_s'], ',.0f')} output tokens/s",
 )
 cols[1].metric(
-    "Goodput",
-    ui.num(k["goodput_per_s"], suffix=" req/s"),
+    "Goodput (req/s)",
+    ui.num(k["goodput_per_s"]),
     border=True,
     help="Completed requests per second meeting every SLO in the sidebar.",
 )
@@ -39,7 +39,7 @@ cols[2].metric(
     ui.pct(k["slo_attainment"]),
     border=True,
     help=f"TTFT ≤ {targets.ttft_ms:g} ms, TPOT ≤ {targets.tpot_ms:g} ms, "
-    f"e2e ≤ {targets.e2e_ms:g} ms",
+    f"e2e ≤ {targets.e2e_ms:g} ms (set in the sidebar)",
 )
 cols[3].metric(
     "Error rate",
@@ -48,26 +48,27 @@ cols[3].metric(
     help=f"{k['errors']:,} of {k['requests']:,} requests failed.",
 )
 cols[4].metric(
-    "Cost per 1 M output tokens",
-    f"$ {ui.num(k['cost_per_m_output_tokens'])}",
+    "Cost $/1M tokens",
+    ui.num(k["cost_per_m_output_tokens"]),
     border=True,
-    help=f"{k['gpus']} GPU(s) × window × $ {targets.price:g} per GPU-hour / output tokens.",
+    help=f"Per million output tokens: {k['gpus']} GPU(s) × the window × "
+    f"$ {targets.price:g} per GPU-hour (sidebar) / output tokens.",
 )
 
 left, right = st.columns([3, 2])
 with left:
-    st.subheader("Latency over time")
+    st.subheader("TTFT over time")
     frame = data.series(ctx.dataset, ctx.window, "requests")
     if frame.is_empty():
         ui.empty_note("requests")
     else:
         chart = charts.series(
-            frame,
-            ["ttft_p50_ms", "ttft_p99_ms", "tbt_p99_ms"],
+            frame.drop_nulls("ttft_p99_ms"),
+            ["ttft_p50_ms", "ttft_p99_ms"],
             title="",
             unit="ms",
             window=ctx.window,
-            labels={"ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99", "tbt_p99_ms": "TBT p99"},
+            labels={"ttft_p50_ms": "p50", "ttft_p99_ms": "p99"},
         )
         ui.brushable(chart, "overview_latency", ctx.window)
 with right:

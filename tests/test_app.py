@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app_helpers import APP, chart_rows, ingest_sample, write_findings
+from tests.app_helpers import APP, ROOT, chart_rows, ingest_sample, write_findings
 from traceq.app import state
 from traceq.session import Session
 
@@ -214,3 +214,32 @@ def test_without_a_dataset_the_app_offers_samples_path_and_upload(tmp_path):
     at.text_input(key="home_path").input(str(tmp_path / "missing.tq"))
     at.button(key="home_open_path").click().run()
     assert at.error and "\n" not in at.error[0].value
+
+
+def test_uploaded_raw_files_become_a_new_dataset(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEQ_APP_DIR", str(tmp_path))
+    folder = ROOT / "sample_traces" / "kv-pressure"
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
+    files = [(f, (folder / f).read_bytes(), "application/octet-stream")
+             for f in ("traces.otlp.jsonl", "vllm.log", "labels.json")]  # fmt: skip
+    at.file_uploader[0].set_value(files).run()
+    at.number_input(key="home_year").set_value(2025)
+    at.button(key="home_ingest").click().run()
+    assert not at.exception
+    assert at.title[0].value == "Overview"
+    assert "64 requests" in at.caption[0].value
+    assert str(tmp_path) in at.query_params["dataset"]
+    # the file no reader knows is reported, not dropped silently
+    sources = at.dataframe[0].value
+    assert "labels.json" in " ".join(sources["path"].to_list())
+
+
+def test_a_bundled_scenario_opens_with_one_click(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEQ_APP_DIR", str(tmp_path))
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT).run()
+    options = at.selectbox(key="home_scenario").options
+    at.selectbox(key="home_scenario").set_value("slow-tokenizer")
+    at.button(key="home_open_sample").click().run()
+    assert not at.exception and len(options) >= 10
+    assert at.title[0].value == "Overview"
+    assert at.query_params["dataset"].endswith("slow-tokenizer.tq")

@@ -63,6 +63,25 @@ def ingest_with_progress(
     return results, problems
 
 
+def ingest_folder(
+    folder: Path, target: Path, options: IngestOptions, progress: Progress
+) -> list[IngestResult]:
+    """Ingest every file under `folder` (uploads): a file no reader recognises is listed in the
+    dataset with a quarantine row, like any folder given to `traceq ingest`."""
+    total = max(sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()), 1)
+    done = 0
+
+    def step(n: int) -> None:
+        nonlocal done
+        done += n
+        progress(min(done / total, 1.0), f"ingested {done / 1e6:,.1f} of {total / 1e6:,.1f} MB")
+
+    progress(0.0, "starting")
+    results = ingest([folder], target, options=options, progress=step)
+    progress(1.0, "done")
+    return results
+
+
 def open_sample(name: str, progress: Progress, root: Path = SAMPLE_TRACES) -> Path:
     """Ingest scenario `name` (once; re-ingesting the same files is a no-op) and return it."""
     folder = root / name

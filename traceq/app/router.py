@@ -13,7 +13,32 @@ from traceq.session import QueryError
 PAGES = Path(__file__).resolve().parent / "pages"
 
 
+PAGE_LIST = (
+    # (section, file, title, icon, url path)
+    ("Postmortem", "overview", "Overview", "dashboard", "overview"),
+    ("Postmortem", "timeline", "Timeline", "timeline", "timeline"),
+    ("Postmortem", "phases", "Phases", "waterfall_chart", "phases"),
+    ("Postmortem", "findings", "Findings", "report", "findings"),
+    ("Postmortem", "requests", "Requests", "table_rows", "requests"),
+    ("Query", "console", "SQL console", "terminal", "sql"),
+)
+
+
 def _pages(open_: bool) -> dict[str, list[st.Page]]:
+    """Every page; without an open dataset only "Open a dataset" is listed (the others stay
+    hidden, so a link or a switch to them still resolves once a dataset is chosen)."""
+    sections: dict[str, list[st.Page]] = {}
+    for section, file, title, icon, path in PAGE_LIST:
+        sections.setdefault(section, []).append(
+            st.Page(
+                PAGES / f"{file}.py",
+                title=title,
+                icon=f":material/{icon}:",
+                url_path=path,
+                default=open_ and file == "overview",
+                visibility="visible" if open_ else "hidden",
+            )
+        )
     home = st.Page(
         PAGES / "home.py",
         title="Open a dataset",
@@ -21,52 +46,8 @@ def _pages(open_: bool) -> dict[str, list[st.Page]]:
         url_path="open",
         default=not open_,
     )
-    if not open_:
-        return {"traceq": [home]}
-    return {
-        "Postmortem": [
-            st.Page(
-                PAGES / "overview.py",
-                title="Overview",
-                icon=":material/dashboard:",
-                url_path="overview",
-                default=True,
-            ),
-            st.Page(
-                PAGES / "timeline.py",
-                title="Timeline",
-                icon=":material/timeline:",
-                url_path="timeline",
-            ),
-            st.Page(
-                PAGES / "phases.py",
-                title="Phases",
-                icon=":material/waterfall_chart:",
-                url_path="phases",
-            ),
-            st.Page(
-                PAGES / "findings.py",
-                title="Findings",
-                icon=":material/report:",
-                url_path="findings",
-            ),
-            st.Page(
-                PAGES / "requests.py",
-                title="Requests",
-                icon=":material/table_rows:",
-                url_path="requests",
-            ),
-        ],
-        "Query": [
-            st.Page(
-                PAGES / "console.py",
-                title="SQL console",
-                icon=":material/terminal:",
-                url_path="sql",
-            ),
-        ],
-        "Data": [home],
-    }
+    sections["Data"] = [home]
+    return sections
 
 
 def run() -> None:

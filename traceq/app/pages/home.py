@@ -73,14 +73,11 @@ if uploads and st.button("Ingest into a new dataset", type="primary", key="home_
     files = opening.save_uploads(((u.name, u.getvalue()) for u in uploads), run / "files")
     options = IngestOptions(year=int(year) or None, tz=tz.strip() or "UTC")
     try:
-        results, problems = opening.ingest_with_progress(
-            files, run / "dataset.tq", options, progress_bar()
-        )
+        results = opening.ingest_folder(files[0].parent, run / "dataset.tq", options,
+                                        progress_bar())  # fmt: skip
     except (InputError, DatasetError) as exc:
         st.error(str(exc).splitlines()[0])
     else:
-        for line in problems:
-            st.warning(line)
         if any(r.rows for r in results):
             opened(run / "dataset.tq")
         else:

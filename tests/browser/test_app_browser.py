@@ -10,6 +10,7 @@ With TRACEQ_DOC_SCREENSHOTS=docs/img it also writes the README's screenshots the
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -191,6 +192,13 @@ def test_brushing_the_timeline_filters_every_page(page, server):
     matched = int(re.search(r"([\d,]+) requests match", caption).group(1).replace(",", ""))
     assert 0 < matched < 64, caption
     check(page, "requests-filtered")
+    # the brushed window as a Perfetto trace, from the sidebar
+    sidebar.get_by_role("button", name="Prepare Perfetto trace").click()
+    with page.expect_download() as download:
+        sidebar.get_by_role("button", name=re.compile(r"Download trace\.json")).click()
+    trace = json.loads(Path(download.value.path()).read_bytes())
+    slices = [e for e in trace["traceEvents"] if e.get("name") == "request"]
+    assert len(slices) == matched
     sidebar.get_by_role("button", name="Clear time filter").click()
     page.wait_for_function("() => !location.search.includes('since=')")
 
@@ -210,3 +218,20 @@ def test_a_finding_leads_to_a_request_waterfall(page, server):
     waterfall = page.locator('[data-testid="stVegaLiteChart"]', has_text=f"Request {request_id}")
     expect(waterfall).to_have_count(1)
     check(page, "waterfall")
+
+
+def test_console_refuses_a_write_in_one_line(page, server):
+    page.goto(f"{server}/sql")
+    settle(page)
+    editor = page.get_by_role("textbox", name="SQL")
+    editor.fill("COPY (SELECT * FROM requests) TO '/tmp/traceq-browser-copy.csv'")
+    page.get_by_role("button", name="Run").click()
+    error = page.locator('[data-testid="stAlertContentError"] [data-testid="stMarkdownContainer"]')
+    expect(error).to_contain_text("read-only")
+    assert "\n" not in error.inner_text().strip()
+    assert not Path("/tmp/traceq-browser-copy.csv").exists()
+    page.screenshot(path=str(ARTEFACTS / "console-refused.png"))
+    editor.fill("SELECT metric, p50, p99 FROM kpi_latency")
+    page.get_by_role("button", name="Run").click()
+    expect(page.get_by_text(re.compile(r"9 rows in"))).to_be_visible()
+    check(page, "console")

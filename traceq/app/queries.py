@@ -50,6 +50,10 @@ NICE_STEPS_S = (
 )
 """Window lengths (s) the time axis snaps to, so windows read as round numbers."""
 
+ENGINE_CARRY_S = 30.0
+"""How long an engine stats sample still describes the engine (s): vLLM prints one every
+10 s, so three missed lines mean the engine stopped reporting, and nothing is carried."""
+
 MARKER_LIMIT = 2_000
 """Event markers drawn at most (the busiest windows first)."""
 
@@ -177,7 +181,7 @@ def request_series(session: Session, window: Window) -> pl.DataFrame:
 
 def engine_series(session: Session, window: Window) -> pl.DataFrame:
     """Running, waiting, KV usage and preemptions per window (app_timeline_engine.sql)."""
-    return _bucketed(session, "app_timeline_engine", window)
+    return _bucketed(session, "app_timeline_engine", window, carry_ns=int(ENGINE_CARRY_S * 1e9))
 
 
 def gpu_series(session: Session, window: Window) -> pl.DataFrame:

@@ -105,6 +105,14 @@ def requests_page(
     return queries.requests_page(session(dataset), window, flt, page=page, page_size=page_size)
 
 
+@st.cache_data(**CACHE)
+def export_size(dataset: str, window: Window) -> tuple[int, int]:
+    """(requests, token chunks) a Perfetto export of `window` would hold."""
+    from traceq import perfetto
+
+    return perfetto.count(session(dataset), window)
+
+
 @st.cache_data(max_entries=4, ttl=3600, show_spinner=False)
 def catalog(dataset: str) -> pl.DataFrame:
     return session(dataset).catalog()

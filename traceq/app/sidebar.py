@@ -91,8 +91,7 @@ def render(dataset: str) -> None:
 
 
 def _export(dataset: str, window: state.Window) -> None:
-    session = data.session(dataset)
-    requests, _ = perfetto.count(session, window)
+    requests, _ = data.export_size(dataset, window)
     if requests > EXPORT_MAX_REQUESTS:
         st.caption(
             f"{requests:,} requests in this window: narrow it to export from here, or run  \n"
@@ -102,7 +101,7 @@ def _export(dataset: str, window: state.Window) -> None:
         return
     if st.button("Prepare Perfetto trace", icon=":material/download:"):
         buffer = io.BytesIO()
-        summary = perfetto.write(session, buffer, window)
+        summary = perfetto.write(data.session(dataset), buffer, window)
         st.session_state["tq_trace"] = (buffer.getvalue(), summary.events, window)
     prepared = st.session_state.get("tq_trace")
     if prepared and prepared[2] == window:

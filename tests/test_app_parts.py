@@ -61,6 +61,10 @@ def test_series_cover_the_window_in_few_rows(session, window):
     assert 0 < requests.height <= queries.MAX_BUCKETS + 1
     assert requests["requests"].sum() == 64
     assert requests["time"].min() >= window.since / 1e6
+    arrivals = queries.arrival_series(session, window)
+    assert arrivals.select("ts", "requests", "ttft_p99_ms").equals(
+        requests.drop_nulls("ttft_p99_ms").select("ts", "requests", "ttft_p99_ms")
+    )
     for frame in (queries.engine_series(session, window), queries.gpu_series(session, window)):
         assert 0 < frame.height <= queries.MAX_BUCKETS + 1
     markers = queries.event_markers(session, queries.time_range(session).full)

@@ -40,17 +40,16 @@ class ExportSummary:
     tokens: int
 
 
-def count(session: Session, window: Window) -> tuple[int, int]:
-    """(requests, token chunks) in `window`: what an export of it would hold."""
-    row = session.query(load("perfetto_count"), window.params).row(0)
-    return int(row[0]), int(row[1])
+def count(session: Session, window: Window) -> int:
+    """Requests that arrived in `window`: the tracks an export of it would hold."""
+    return int(session.query(load("perfetto_count"), window.params).item())
 
 
 def write(
     session: Session, out: BinaryIO, window: Window, *, max_events: int = 10**12
 ) -> ExportSummary:
     """Write the trace of `window` to `out` (binary); at most `max_events` trace events."""
-    requests, tokens = count(session, window)
+    requests, tokens = count(session, window), 0
     header = {
         "displayTimeUnit": "ms",
         "otherData": {
@@ -76,5 +75,7 @@ def write(
             out.write(b",\n")
             out.write("\n,".join(frame.get_column("event").to_list()).encode())
             written += frame.height
+            if part == "perfetto_tokens":
+                tokens += frame.height
     out.write(b"\n]}\n")
     return ExportSummary(events=written, requests=requests, tokens=tokens)

@@ -67,9 +67,10 @@ def kpis(dataset: str, window: Window, slo: tuple[float, float, float], price: f
 
 @st.cache_data(**CACHE)
 def series(dataset: str, window: Window, name: str) -> pl.DataFrame:
-    """A bucketed time series: requests, engine, gpu, markers or phases."""
+    """A bucketed time series: requests, arrivals, engine, gpu, markers or phases."""
     loaders = {
         "requests": queries.request_series,
+        "arrivals": queries.arrival_series,
         "engine": queries.engine_series,
         "gpu": queries.gpu_series,
         "markers": queries.event_markers,
@@ -106,8 +107,8 @@ def requests_page(
 
 
 @st.cache_data(**CACHE)
-def export_size(dataset: str, window: Window) -> tuple[int, int]:
-    """(requests, token chunks) a Perfetto export of `window` would hold."""
+def export_size(dataset: str, window: Window) -> int:
+    """Requests a Perfetto export of `window` would hold."""
     from traceq import perfetto
 
     return perfetto.count(session(dataset), window)

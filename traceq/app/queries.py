@@ -179,6 +179,11 @@ def request_series(session: Session, window: Window) -> pl.DataFrame:
     return _bucketed(session, "app_timeline_requests", window)
 
 
+def arrival_series(session: Session, window: Window) -> pl.DataFrame:
+    """Arrivals and TTFT percentiles per window, without TBT (app_arrivals.sql)."""
+    return _bucketed(session, "app_arrivals", window)
+
+
 def engine_series(session: Session, window: Window) -> pl.DataFrame:
     """Running, waiting, KV usage and preemptions per window (app_timeline_engine.sql)."""
     return _bucketed(session, "app_timeline_engine", window, carry_ns=int(ENGINE_CARRY_S * 1e9))

@@ -91,7 +91,7 @@ def render(dataset: str) -> None:
 
 
 def _export(dataset: str, window: state.Window) -> None:
-    requests, _ = data.export_size(dataset, window)
+    requests = data.export_size(dataset, window)
     if requests > EXPORT_MAX_REQUESTS:
         st.caption(
             f"{requests:,} requests in this window: narrow it to export from here, or run  \n"

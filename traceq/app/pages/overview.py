@@ -58,7 +58,7 @@ cols[4].metric(
 left, right = st.columns([3, 2])
 with left:
     st.subheader("TTFT over time")
-    frame = data.series(ctx.dataset, ctx.window, "requests")
+    frame = data.series(ctx.dataset, ctx.window, "arrivals")
     if frame.is_empty():
         ui.empty_note("requests")
     else:

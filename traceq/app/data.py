@@ -6,6 +6,7 @@ never query on their own. `load_findings` is the one door to the playbook engine
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import json
 from dataclasses import dataclass
@@ -36,10 +37,17 @@ CACHE = {"max_entries": 64, "ttl": 3600, "show_spinner": False}
 ENGINE_MISSING = "the playbook engine is not installed (traceq.playbooks); no findings to show"
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
+def _close(session: Session) -> None:
+    session.close()
+
+
+@st.cache_resource(max_entries=4, show_spinner=False, on_release=_close)
 def session(dataset: str) -> Session:
-    """The one session per open dataset (shared by every page and rerun; never mutated)."""
-    return Session(dataset, time_limit_s=APP_TIME_LIMIT_S, row_cap=APP_ROW_CAP)
+    """The one session per open dataset (shared by every page and rerun; never mutated).
+    Closed, with its spill directory, when evicted from the cache or when the app exits."""
+    opened = Session(dataset, time_limit_s=APP_TIME_LIMIT_S, row_cap=APP_ROW_CAP)
+    atexit.register(opened.close)
+    return opened
 
 
 @st.cache_data(**CACHE)

@@ -87,7 +87,7 @@ with right:
     if failed:
         st.page_link(
             ui.PAGES / "findings.py",
-            label=f"All {len(failed)} findings",
+            label=f"Open the findings ({len(failed)})",
             icon=":material/arrow_forward:",
         )
 

@@ -243,3 +243,15 @@ def test_a_bundled_scenario_opens_with_one_click(tmp_path, monkeypatch):
     assert not at.exception and len(options) >= 10
     assert at.title[0].value == "Overview"
     assert at.query_params["dataset"].endswith("slow-tokenizer.tq")
+
+
+def test_findings_outside_the_time_filter_are_set_apart(dataset):
+    with Session(dataset) as s:
+        lo = s.query("SELECT min(t_arrival) FROM request_phases").item()
+    # the first second of the run, before the engine's KV cache filled
+    at = open_app(dataset, "findings", since=state.format_ts(lo),
+                  until=state.format_ts(lo + 10**9))  # fmt: skip
+    assert not at.subheader  # no finding card in this window
+    assert "1 outside the time filter" in at.caption[0].value
+    hidden = at.expander[0].dataframe[0].value
+    assert "kv-pressure" in hidden["playbook"].to_list()

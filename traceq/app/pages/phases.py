@@ -20,7 +20,9 @@ by = (
     or "prompt"
 )
 by_length = data.phases_by_length(ctx.dataset, w, by)
-if not by_length.is_empty():
+if by_length.is_empty():
+    st.caption(f"No {by} lengths recorded for the requests of this window.")
+else:
     st.altair_chart(charts.phase_stack_length(by_length, by=by), width="stretch")
 
 st.header("Request waterfall")

@@ -167,7 +167,10 @@ def findings_for(dataset: str, findings_file: str | None = None) -> Findings:
         if exc.name and exc.name.startswith("traceq.playbooks"):
             return Findings(_empty(dataset), ENGINE_MISSING)
         raise
-    result = engine.diagnose(session(dataset))
+    # A session of its own: the engine materialises its rollups as temporary tables on the
+    # connection it is given, and the pages' shared session is never mutated.
+    with Session(dataset) as own:
+        result = engine.diagnose(own, engine.load_catalog().playbooks)
     if isinstance(result, dict):
         result = Diagnosis.from_dict(result)
     return Findings(result)

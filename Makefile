@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint bench docs sample-traces large-dataset
+.PHONY: setup demo test lint bench docs sample-traces large-dataset browser-setup app
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,9 +21,17 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The app's browser test drives Debian's chromium; this installs the package when missing.
+browser-setup:
+	bash tests/browser/setup.sh
+
 # pytest exits 5 when it collects no test; that is not a failure of the build.
-test: lint
+test: lint browser-setup
 	$(BIN)/python -m pytest || [ $$? -eq 5 ]
+
+# The postmortem app: pick a bundled scenario, a dataset or upload files (or: traceq app DATASET).
+app: setup
+	$(BIN)/traceq app
 
 bench: setup
 	$(BIN)/python bench/otlp_json_ingest.py

@@ -34,6 +34,8 @@ LAZY_COMMANDS = {
     "diagnose": "traceq.cli_diagnose:diagnose_cmd",
     "explain": "traceq.cli_diagnose:explain_cmd",
     "playbooks": "traceq.cli_diagnose:playbooks_cmd",
+    "app": "traceq.cli_app:app_cmd",
+    "export": "traceq.cli_app:export_cmd",
 }
 MAX_LINE_BYTES = 32 << 20
 """Default of `--max-line-bytes`; traceq/ingest/blocks.py holds the same (a test keeps them

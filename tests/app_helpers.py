@@ -1,0 +1,108 @@
+"""Shared by the app tests: a sample scenario ingested once, and findings built from it the way
+the playbook engine reports them (traceq/findings.py), so the Findings page is tested on real
+request ids and windows of the dataset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+
+from traceq.findings import Diagnosis, Finding
+from traceq.session import Session
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = ROOT / "app.py"
+SCENARIO = "kv-pressure"
+
+
+def ingest_sample(workdir: Path, env) -> Path:
+    """Ingest sample_traces/SCENARIO through the app's own loader into `workdir` (the app's
+    work folder, set in the environment through the MonkeyPatch `env`)."""
+    from traceq.app import opening
+
+    env.setenv(opening.ENV_WORKDIR, str(workdir))
+    return opening.open_sample(SCENARIO, lambda share, text: None)
+
+
+def kv_finding(dataset: Path) -> Finding:
+    """A kv-pressure finding as the engine would report it on this dataset: its window is
+    where the engine waited with the KV cache full, its examples the slowest requests."""
+    with Session(dataset) as s:
+        full = s.query(
+            "SELECT min(ts) AS lo, max(ts) AS hi, max(waiting) AS waiting FROM engine_stats "
+            "WHERE kv_usage >= 0.99"
+        ).row(0, named=True)
+        evidence = s.query(
+            "SELECT ts, kv_usage, running, waiting FROM engine_stats ORDER BY ts"
+        ).to_dicts()
+        slow = s.query(
+            "SELECT request_id FROM request_phases ORDER BY e2e_ms DESC, request_id LIMIT 3"
+        )["request_id"].to_list()
+    return Finding.from_dict(
+        {
+            "id": "kv-pressure",
+            "status": "fail",
+            "severity": "high",
+            "title": "KV-cache pressure",
+            "message": f"KV cache full with up to {full['waiting']} requests waiting",
+            "causes": [
+                {
+                    "id": "long_prompts",
+                    "title": "A burst of long prompts",
+                    "status": "not_confirmed",
+                    "strength": 0.2,
+                    "evidence": "p99 prompt 2 k tokens",
+                },
+                {
+                    "id": "max_num_seqs",
+                    "title": "max_num_seqs admits more than the KV budget",
+                    "status": "confirmed",
+                    "strength": 0.9,
+                    "evidence": "KV 100 % for 30 s",
+                },
+            ],
+            "evidence": [
+                {
+                    "id": "kv_series",
+                    "title": "Engine KV usage and queue",
+                    "sql": "SELECT ts, kv_usage, running, waiting FROM engine_stats ORDER BY ts",
+                    "columns": ["ts", "kv_usage", "running", "waiting"],
+                    "rows": evidence,
+                }
+            ],
+            "windows": [{"start": full["lo"], "end": full["hi"] + 10**9, "kv_usage": 1.0}],
+            "example_requests": slow,
+            "fixes": ["Lower max_num_seqs", "Raise gpu_memory_utilization"],
+            "next_checks": ["Compare --max-num-seqs with the offered concurrency"],
+            "references": ["seeds part 1 §5.3"],
+        }
+    )
+
+
+def write_findings(dataset: Path, path: Path) -> Path:
+    quiet = Finding(
+        id="error-rate", status="pass", severity="high", title="Errors", message="no failed request"
+    )
+    diagnosis = Diagnosis(
+        findings=[quiet, kv_finding(dataset)],
+        dataset=str(dataset),
+        dataset_hash="",
+        traceq_version="test",
+        started_at="2025-06-15T10:05:00Z",
+        elapsed_s=0.1,
+    )
+    path.write_bytes(orjson.dumps(diagnosis.to_dict()))
+    return path
+
+
+def chart_rows(element) -> int:
+    """Rows of data a rendered Vega-Lite chart element carries to the browser."""
+    proto = element.proto
+    rows = 0
+    for d in proto.datasets:
+        rows += pa.ipc.open_stream(d.data.data).read_all().num_rows
+    if proto.data.data:
+        rows += pa.ipc.open_stream(proto.data.data).read_all().num_rows
+    return rows

@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import click
 import polars as pl
 
+from traceq.cli_report import report_cmd
 from traceq.cli_sql import schema_cmd, sql_cmd
 from traceq.cliutil import Failure
 from traceq.dataset import DatasetError
@@ -196,6 +197,7 @@ def synth_cmd(
 
 cli.add_command(sql_cmd)
 cli.add_command(schema_cmd)
+cli.add_command(report_cmd)
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ HEIGHT = 150
 LEVELS = np.linspace(0.0, 1.0, 201)
 COLORS = {"current": "#1f5fa8", "baseline": "#9a9a9a"}
 FONT = "Helvetica, Arial, sans-serif"  # system fonts only: nothing is fetched
+NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "tbt_ms": "TBT", "e2e_ms": "e2e"}
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def latency_cdfs(samples: dict[str, pl.DataFrame], base: dict[str, pl.DataFrame]
             alt.Chart(data.filter(pl.col("value") <= hi))
             .mark_line(interpolate="step-after", strokeWidth=1.8)
             .encode(
-                x=alt.X("value:Q", title=f"{metric.removesuffix('_ms').upper()} (ms)"),
+                x=alt.X("value:Q", title=f"{NAMES[metric]} (ms)"),
                 y=alt.Y(
                     "share:Q",
                     title="share of requests" if sample == "requests" else "share of gaps",
@@ -163,7 +164,9 @@ def timeline(frame: pl.DataFrame, engine: pl.DataFrame) -> Any:
         .encode(x=x, y=alt.Y("output_tokens_per_s:Q", title="output tok/s"))
         .properties(width=2 * WIDTH + 40, height=90),
     ]
-    ttft = data.unpivot(index="time", on=["ttft_p50_ms", "ttft_p95_ms"], variable_name="stat")
+    ttft = data.rename({"ttft_p50_ms": "TTFT p50", "ttft_p95_ms": "TTFT p95"}).unpivot(
+        index="time", on=["TTFT p50", "TTFT p95"], variable_name="stat"
+    )
     ttft = ttft.drop_nulls("value")
     if ttft.height:
         panels.append(

@@ -43,6 +43,7 @@ def test_healthy_at_another_seed_is_no_regression(root, seed):
     ds = make_dataset(root, parametric_healthy(400), seed)
     report, _ = _verdicts(ds, base)
     assert report.regressed == [], [(c.kpi, c.rel, c.ci_low, c.ci_high) for c in report.regressed]
+    assert report.load_shift == []  # the same load, drawn again
     result = _run(ds, "--baseline", base, "--fail-on-regression")
     assert result.exit_code == 0, result.output
     assert "no regression against the baseline" in result.output
@@ -122,6 +123,7 @@ def test_fixed_length_load_is_not_a_latency_regression(root, healthy_64):
     assert report.regressed == []
     sample = report.measurement.samples["requests"]
     assert sample["prompt_tokens"].n_unique() == 1
+    assert [s for s in report.load_shift if s.startswith("mean prompt length")]  # and says so
 
 
 def test_client_side_jitter_leaves_the_server_kpis_alone(root, healthy_64):

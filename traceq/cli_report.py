@@ -224,6 +224,8 @@ def _summary(report) -> None:  # type: ignore[no-untyped-def]
         click.echo(f"findings: {len(report.findings())} ({len(new)} new against the baseline)")
     if report.baseline is None:
         return
+    if report.load_shift:
+        click.echo(f"note: the load differs from the baseline's: {', '.join(report.load_shift)}")
     if not report.regressed:
         click.echo(f"no regression against the baseline ({len(report.improved)} KPI(s) improved)")
         return

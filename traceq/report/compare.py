@@ -212,3 +212,38 @@ def judge(
         else ("beyond the thresholds (no interval for this KPI)")
     )
     return ("regressed" if worse else "improved"), how
+
+
+WORKLOAD = (
+    ("arrival rate", "windows", "requests_per_s"),
+    ("mean prompt length", "requests", "prompt_tokens"),
+    ("mean output length", "requests", "output_tokens"),
+)
+WORKLOAD_REL = 0.10
+"""A load figure that moved by at least 10 % (and beyond its interval) makes the report say the
+load changed: a nightly gate compares releases under the same load, and a different trace slice
+or a different rate moves latency by itself (docs/REPORT.md)."""
+
+
+def workload_shift(
+    baseline: dict[str, Any], current: dict[str, Any], thresholds: Thresholds
+) -> list[str]:
+    """The load figures that differ between the two runs, in words (empty: same load)."""
+    rng = np.random.default_rng(thresholds.seed)
+    alpha = (1 - thresholds.confidence) / 2
+    out = []
+    for label, sample, column in WORKLOAD:
+        bs = _values(baseline["samples"], sample, column)
+        cs = _values(current["samples"], sample, column)
+        if bs is None or cs is None or bs.mean() == 0:
+            continue
+        e = thresholds.block_exponent
+        diff = (
+            resampled_stats(cs, [], thresholds.resamples, rng, e)[-1]
+            - resampled_stats(bs, [], thresholds.resamples, rng, e)[-1]
+        )
+        lo, hi = np.quantile(diff, [alpha, 1 - alpha])
+        rel = (cs.mean() - bs.mean()) / bs.mean()
+        if abs(rel) >= WORKLOAD_REL and not lo <= 0 <= hi:
+            out.append(f"{label} {rel * 100:+.0f} %")
+    return out

@@ -8,7 +8,7 @@ from typing import Any
 
 from traceq.findings import Diagnosis, Finding
 from traceq.report.baseline import failed_findings, load_baseline, to_baseline
-from traceq.report.compare import Change, compare
+from traceq.report.compare import Change, compare, workload_shift
 from traceq.report.findings import diagnose, ordered
 from traceq.report.measure import DEFAULT_GPU_HOUR_USD, SAMPLE_CAP, Measurement, measure
 from traceq.report.thresholds import Thresholds, load_thresholds
@@ -40,6 +40,8 @@ class Report:
     thresholds: Thresholds
     baseline: dict[str, Any] | None = None
     changes: list[Change] = field(default_factory=list)
+    load_shift: list[str] = field(default_factory=list)
+    """Load figures that differ from the baseline's (compare.workload_shift)."""
 
     @property
     def regressed(self) -> list[Change]:
@@ -89,6 +91,7 @@ class Report:
             },
             "comparison": [c.to_dict() for c in self.changes],
             "regressed": [c.kpi for c in self.regressed],
+            "load_shift": self.load_shift,
             "thresholds": {
                 "confidence": self.thresholds.confidence,
                 "resamples": self.thresholds.resamples,
@@ -126,8 +129,11 @@ def build_report(
                 Diagnosis([], m.dataset, m.dataset_hash, m.traceq_version, m.measured_at, 0.0),
                 "findings not requested",
             )
-    changes = compare(baseline, _as_current(m), thresholds) if baseline is not None else []
-    return Report(m, diagnosis, note, thresholds, baseline, changes)
+    changes, shift = [], []
+    if baseline is not None:
+        changes = compare(baseline, _as_current(m), thresholds)
+        shift = workload_shift(baseline, _as_current(m), thresholds)
+    return Report(m, diagnosis, note, thresholds, baseline, changes, shift)
 
 
 __all__ = ["Report", "ReportOptions", "build_report", "failed_findings"]

@@ -88,6 +88,16 @@ def _tiles(r: Report) -> str:
     return '<div class="tiles">' + "".join(tiles) + "</div>"
 
 
+def _load_note(r: Report) -> str:
+    if not r.load_shift:
+        return ""
+    return (
+        '<div class="verdict info">The load differs from the baseline\'s: '
+        f"{escape(', '.join(r.load_shift))}. KPI changes may come from the load, not from the "
+        "release.</div>"
+    )
+
+
 def _headline(r: Report) -> str:
     if r.baseline is None:
         return '<div class="verdict info">No baseline given: KPIs of this run only.</div>'
@@ -223,6 +233,7 @@ def render_html(r: Report, charts: list[Chart]) -> str:
     body = [
         f"<h1>traceq health report</h1><div class='meta'>{meta}</div>",
         _headline(r),
+        _load_note(r),
         _tiles(r),
         "<h2>Findings</h2>" + _findings(r),
         "<h2>KPIs</h2>" + _kpi_table(r),

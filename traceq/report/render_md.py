@@ -47,6 +47,12 @@ def render_md(r: Report, charts: list[Chart], chart_dir: str | None) -> str:
             )
         else:
             lines.append(f"**No regression** against the baseline ({len(r.improved)} improved).")
+        if r.load_shift:
+            lines += [
+                "",
+                f"_The load differs from the baseline's: {', '.join(r.load_shift)}. "
+                "KPI changes may come from the load, not from the release._",
+            ]
     lines += ["", "## Findings", ""]
     if r.findings_note:
         lines += [f"_{r.findings_note}_", ""]

@@ -4,6 +4,8 @@ seeds do not regress, each fault regresses the KPIs it moves (exit 1 with
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 
@@ -11,6 +13,8 @@ from tests.report_factory import make_dataset, parametric_healthy, slower_steps
 from traceq.cli import cli
 from traceq.report import build_report
 from traceq.report.baseline import save_baseline
+from traceq.report.compare import compare
+from traceq.report.thresholds import load_thresholds
 
 REALISTIC = 2_000  # requests: a short nightly load test
 
@@ -36,16 +40,22 @@ def _run(*args):
     return CliRunner().invoke(cli, ["report", *map(str, args), "--no-findings"])
 
 
+def _gate(ds, baseline, out):
+    """`traceq report DS --baseline B --fail-on-regression -o out.json`: (result, JSON report)."""
+    result = _run(ds, "--baseline", baseline, "--fail-on-regression", "-o", out)
+    return result, json.loads(out.read_text())
+
+
 @pytest.mark.parametrize("seed", [2, 3, 4])
-def test_healthy_at_another_seed_is_no_regression(root, seed):
+def test_healthy_at_another_seed_is_no_regression(root, seed, tmp_path):
     # i.i.d. workload: another seed is another draw of the same load, i.e. pure noise
     base = _baseline(root, make_dataset(root, parametric_healthy(400), 1), "parametric-1")
     ds = make_dataset(root, parametric_healthy(400), seed)
-    report, _ = _verdicts(ds, base)
-    assert report.regressed == [], [(c.kpi, c.rel, c.ci_low, c.ci_high) for c in report.regressed]
-    assert report.load_shift == []  # the same load, drawn again
-    result = _run(ds, "--baseline", base, "--fail-on-regression")
-    assert result.exit_code == 0, result.output
+    result, doc = _gate(ds, base, tmp_path / "r.json")
+    regressed = [c for c in doc["comparison"] if c["verdict"] == "regressed"]
+    assert result.exit_code == 0, regressed
+    assert doc["regressed"] == []
+    assert doc["load_shift"] == []  # the same load, drawn again
     assert "no regression against the baseline" in result.output
 
 
@@ -67,18 +77,21 @@ def test_tpot_p95_drift_of_8_percent_is_caught(root, realistic):
     result = _run(ds, "--baseline", realistic, "--fail-on-regression")
     assert result.exit_code == 1, result.output
     assert "REGRESSED tpot_p95_ms" in result.output
-    assert _run(ds, "--baseline", realistic).exit_code == 0  # without the flag: report only
 
 
 def test_tpot_p95_drift_of_1_percent_is_not(root, realistic, tmp_path):
     ds = make_dataset(root, slower_steps("healthy", REALISTIC, 1.01), 2, log=False)
-    _, v = _verdicts(ds, realistic)
+    report, v = _verdicts(ds, realistic)
     assert 0.005 <= v["tpot_p95_ms"].rel <= 0.015
     assert v["tpot_p95_ms"].verdict == "unchanged"
+    assert _run(ds, "--baseline", realistic, "--fail-on-regression").exit_code == 0
     # even with no threshold at all the interval alone calls it noise
     zero = tmp_path / "zero.yaml"
     zero.write_text("kpis:\n  tpot_p95_ms: {abs: 0, rel: 0}\n")
-    _, v = _verdicts(ds, realistic, thresholds=zero)
+    current = {"values": report.measurement.values, "scales": report.measurement.scales,
+               "samples": report.measurement.samples}  # fmt: skip
+    changes = compare(report.baseline, current, load_thresholds(zero))
+    v = {c.kpi: c for c in changes}
     assert v["tpot_p95_ms"].verdict == "unchanged"
     assert "interval contains 0" in v["tpot_p95_ms"].reason
     assert v["tpot_p95_ms"].ci_low < 0 < v["tpot_p95_ms"].ci_high
@@ -104,12 +117,10 @@ def healthy_64(root):
 
 
 @pytest.mark.parametrize("fault", sorted(FAULT_KPIS))
-def test_fault_regresses_the_kpis_it_moves(root, healthy_64, fault):
+def test_fault_regresses_the_kpis_it_moves(root, healthy_64, fault, tmp_path):
     ds = make_dataset(root, fault, 1)
-    report, _ = _verdicts(ds, healthy_64)
-    regressed = {c.kpi for c in report.regressed}
-    assert FAULT_KPIS[fault] <= regressed, sorted(regressed)
-    result = _run(ds, "--baseline", healthy_64, "--fail-on-regression")
+    result, doc = _gate(ds, healthy_64, tmp_path / "r.json")
+    assert FAULT_KPIS[fault] <= set(doc["regressed"]), doc["regressed"]
     assert result.exit_code == 1, result.output
     for kpi in FAULT_KPIS[fault]:
         assert f"REGRESSED {kpi}:" in result.output

@@ -152,6 +152,10 @@ def test_new_findings_are_listed_first(data):
     quiet = Finding(id="slow-decode", status="pass", severity="high", title="ok", message="")
     report.diagnosis = Diagnosis([jitter, quiet, kv], "kv", "h", "0.1.0", "now", 0.1)
     report.findings_note = ""
+    # a baseline saved while the playbooks did not run: nothing can be new against it
+    report.baseline["findings_evaluated"] = False
+    assert [new for _, new in report.findings()] == [False, False]
+    report.baseline["findings_evaluated"] = True
     assert [(f.id, new) for f, new in report.findings()] == [
         ("kv-pressure", True), ("tbt-jitter", False)]  # fmt: skip
     html = render_html(report, [])

@@ -44,7 +44,8 @@ def failed_findings(diagnosis: Diagnosis | None) -> list[dict[str, str]]:
 
 
 def to_baseline(m: Measurement, diagnosis: Diagnosis | None) -> dict[str, Any]:
-    """The baseline document of a measurement."""
+    """The baseline document of a measurement; `diagnosis` None when the playbooks did not run
+    (then no later finding counts as new against it)."""
     return {
         "kind": KIND,
         "format_version": FORMAT_VERSION,
@@ -57,6 +58,7 @@ def to_baseline(m: Measurement, diagnosis: Diagnosis | None) -> dict[str, Any]:
         "values": m.values,
         "scales": m.scales,
         "context": m.context,
+        "findings_evaluated": diagnosis is not None,
         "findings": failed_findings(diagnosis),
         "samples": {name: _columns(frame) for name, frame in m.samples.items()},
     }

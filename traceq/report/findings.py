@@ -28,13 +28,15 @@ def diagnose(session: Session, dataset_hash: str = "") -> tuple[Diagnosis, str]:
         return _empty(session, dataset_hash, started), (
             "the playbook engine (traceq.playbooks) is not installed in this build: no findings"
         )
-    run = getattr(engine, "diagnose", None) or getattr(engine, "run", None)
+    run = getattr(engine, "diagnose", None)
     if run is None:
         return _empty(session, dataset_hash, started), (
             "traceq.playbooks has no diagnose(); findings left out"
         )
     try:
-        result = run(session)
+        # branch `playbooks`: diagnose(session, load_catalog().playbooks) -> Diagnosis
+        catalog = getattr(engine, "load_catalog", None)
+        result = run(session, catalog().playbooks) if catalog else run(session)
     except Exception as exc:  # the report must still be written
         return _empty(session, dataset_hash, started), f"the playbook engine failed: {exc}"
     if isinstance(result, dict):

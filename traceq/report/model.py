@@ -42,6 +42,8 @@ class Report:
     changes: list[Change] = field(default_factory=list)
     load_shift: list[str] = field(default_factory=list)
     """Load figures that differ from the baseline's (compare.workload_shift)."""
+    findings_evaluated: bool = True
+    """False when the playbooks did not run (engine absent, failed, or --no-findings)."""
 
     @property
     def regressed(self) -> list[Change]:
@@ -54,13 +56,14 @@ class Report:
     def findings(self) -> list[tuple[Finding, bool]]:
         """Failed / warned findings with "new against the baseline", new ones first."""
         ids = None
-        if self.baseline is not None:
+        if self.baseline is not None and self.baseline.get("findings_evaluated", True):
             ids = {f["id"] for f in self.baseline.get("findings", [])}
         return ordered(self.diagnosis.findings, ids)
 
     def baseline_doc(self) -> dict[str, Any]:
         """This run as a baseline for later runs (`--save-baseline`)."""
-        return to_baseline(self.measurement, self.diagnosis)
+        evaluated = self.findings_evaluated
+        return to_baseline(self.measurement, self.diagnosis if evaluated else None)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON report (`-o report.json`): everything but the samples and charts."""
@@ -133,7 +136,7 @@ def build_report(
     if baseline is not None:
         changes = compare(baseline, _as_current(m), thresholds)
         shift = workload_shift(baseline, _as_current(m), thresholds)
-    return Report(m, diagnosis, note, thresholds, baseline, changes, shift)
+    return Report(m, diagnosis, note, thresholds, baseline, changes, shift, not note)
 
 
 __all__ = ["Report", "ReportOptions", "build_report", "failed_findings"]

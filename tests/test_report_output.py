@@ -19,6 +19,7 @@ from PIL import Image
 from tests.report_factory import make_dataset
 from traceq.cli import cli
 from traceq.findings import Cause, Diagnosis, Finding
+from traceq.ingest import ingest
 from traceq.report import build_report
 from traceq.report.charts import build as build_charts
 from traceq.report.kpis import KPIS
@@ -26,6 +27,7 @@ from traceq.report.render_html import render_html
 from traceq.report.render_md import render_md
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / ".artifacts" / "report"
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
 CHART_IDS = ("latency", "phases", "profile", "timeline")
 
 
@@ -201,6 +203,7 @@ def test_trend_of_saved_baselines(data, tmp_path):
         (["{ds}", "-o", "x.pdf"], "-o must end in"),
         (["{ds}", "--slo", "ttft=3"], "--slo expects"),
         ([], "give DATASET"),
+        (["{gpu_only}"], "has no requests"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(data, tmp_path, args, message):
@@ -208,7 +211,11 @@ def test_bad_input_is_one_line_and_exit_2(data, tmp_path, args, message):
     bad.write_text('{"kind": "something else"}')
     thr = tmp_path / "thr.yaml"
     thr.write_text("kpis:\n  tpot_p42_ms: {abs: 1}\n")
-    fill = {"missing": tmp_path / "nope", "ds": data["healthy"], "bad": bad, "thr": thr}
+    gpu_only = tmp_path / "gpu.tq"
+    if "{gpu_only}" in args:  # GPU samples only: nothing a report could be about
+        ingest([SAMPLES / "healthy" / "nvidia-smi.csv"], gpu_only)
+    fill = {"missing": tmp_path / "nope", "ds": data["healthy"], "bad": bad, "thr": thr,
+            "gpu_only": gpu_only}  # fmt: skip
     r = CliRunner().invoke(cli, ["report", *(a.format(**fill) for a in args)])
     assert r.exit_code == 2
     assert message in r.output

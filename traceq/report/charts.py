@@ -71,9 +71,10 @@ def latency_cdfs(samples: dict[str, pl.DataFrame], base: dict[str, pl.DataFrame]
             if src is not None and sample in src and metric in src[sample].columns:
                 col = src[sample][metric].cast(pl.Float64).drop_nulls().to_numpy()
                 frames.append(_curve(col, run, metric))
-        data = pl.concat([f for f in frames if f.height], how="vertical") if frames else None
-        if data is None or data.height == 0:
+        frames = [f for f in frames if f.height]
+        if not frames:
             continue
+        data = pl.concat(frames, how="vertical")
         hi = float(data.filter(pl.col("share") <= 0.995)["value"].max() or 1.0)
         panels.append(
             alt.Chart(data.filter(pl.col("value") <= hi))

@@ -75,6 +75,7 @@ def latency_cdfs(samples: dict[str, pl.DataFrame], base: dict[str, pl.DataFrame]
         if not frames:
             continue
         data = pl.concat(frames, how="vertical")
+        runs = [r for r in COLORS if r in set(data["run"])]
         hi = float(data.filter(pl.col("share") <= 0.995)["value"].max() or 1.0)
         panels.append(
             alt.Chart(data.filter(pl.col("value") <= hi))
@@ -88,7 +89,7 @@ def latency_cdfs(samples: dict[str, pl.DataFrame], base: dict[str, pl.DataFrame]
                 ),
                 color=alt.Color(
                     "run:N",
-                    scale=alt.Scale(domain=list(COLORS), range=list(COLORS.values())),
+                    scale=alt.Scale(domain=runs, range=[COLORS[r] for r in runs]),
                     title=None,
                 ),
             )

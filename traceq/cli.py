@@ -36,6 +36,7 @@ LAZY_COMMANDS = {
     "playbooks": "traceq.cli_diagnose:playbooks_cmd",
     "app": "traceq.cli_app:app_cmd",
     "export": "traceq.cli_app:export_cmd",
+    "report": "traceq.cli_report:report_cmd",
 }
 MAX_LINE_BYTES = 32 << 20
 """Default of `--max-line-bytes`; traceq/ingest/blocks.py holds the same (a test keeps them

@@ -1,0 +1,237 @@
+"""`traceq report`: the nightly health report and regression gate (traceq/report/, docs/REPORT.md).
+
+Exit codes: 0 no regression (or no baseline), 1 a KPI regressed and --fail-on-regression was
+given, 2 usage or input error (unreadable dataset, baseline or thresholds file)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+import orjson
+
+from traceq.cliutil import Failure
+from traceq.render import render_frame
+
+SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
+FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".json": "json"}
+
+
+def parse_slo(text: str | None) -> dict[str, float | None]:
+    """`"ttft_ms=500,tpot_ms=50"` → {"ttft_ms": 500.0, "tpot_ms": 50.0}; `none` lifts one."""
+    slo: dict[str, float | None] = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in SLO_KEYS:
+            raise click.UsageError(f"--slo expects {'|'.join(SLO_KEYS)}=MS, got {part!r}")
+        if value.strip().lower() == "none":
+            slo[key] = None
+            continue
+        try:
+            slo[key] = float(value)
+        except ValueError:
+            raise click.UsageError(f"--slo {key}: not a number: {value!r}") from None
+        if slo[key] <= 0:  # type: ignore[operator]
+            raise click.UsageError(f"--slo {key} must be positive")
+    return slo
+
+
+def _trend(directory: str, last: int) -> None:
+    from traceq.report.trend import history
+
+    if not Path(directory).is_dir():
+        raise Failure(f"--trend {directory}: not a directory")
+    frame = history(directory, last)
+    if frame.height == 0:
+        raise Failure(f"--trend {directory}: no traceq baseline or JSON report in it")
+    click.echo(render_frame(frame.drop("start_ns"), "table"), nl=False)
+
+
+@click.command("report")
+@click.argument("dataset", required=False)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Write the report: .html (one self-contained file), .md (charts in "
+    "<name>_files/) or .json.",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False),
+    help="Compare with this baseline file (from --save-baseline).",
+)
+@click.option(
+    "--save-baseline", type=click.Path(dir_okay=False), help="Save this run as a baseline file."
+)
+@click.option(
+    "--thresholds",
+    type=click.Path(dir_okay=False),
+    help="YAML file overriding the regression thresholds (docs/REPORT.md).",
+)
+@click.option(
+    "--slo",
+    help="Per-request SLO for goodput, e.g. ttft_ms=500,tpot_ms=50,e2e_ms=10000 "
+    "[default: ttft_ms=2000,tpot_ms=100].",
+)
+@click.option(
+    "--gpu-hour-price",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="USD per GPU-hour for the cost KPI [default: 2.0].",
+)
+@click.option(
+    "--gpus",
+    type=click.IntRange(min=1),
+    help="GPUs serving the run (default: the GPUs in the GPU samples, else 1).",
+)
+@click.option(
+    "--fail-on-regression", is_flag=True, help="Exit 1 when a KPI regressed against --baseline."
+)
+@click.option("--no-findings", is_flag=True, help="Do not run the playbooks.")
+@click.option(
+    "--trend",
+    "trend_dir",
+    type=click.Path(file_okay=False),
+    help="Print the main KPIs of the baselines / JSON reports in this directory.",
+)
+@click.option(
+    "--last",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="With --trend: how many of the latest runs.",
+)
+@click.option(
+    "--memory-limit",
+    default="2GB",
+    show_default=True,
+    help="DuckDB memory limit; beyond it queries spill to disk.",
+)
+def report_cmd(
+    dataset: str | None,
+    output: str | None,
+    baseline: str | None,
+    save_baseline: str | None,
+    thresholds: str | None,
+    slo: str | None,
+    gpu_hour_price: float | None,
+    gpus: int | None,
+    fail_on_regression: bool,
+    no_findings: bool,
+    trend_dir: str | None,
+    last: int,
+    memory_limit: str,
+) -> None:
+    """Health report of DATASET: KPIs, phases, findings, request profile and charts; with
+    --baseline, each KPI compared (change, bootstrap interval, verdict).
+
+    \b
+    traceq report run.tq -o report.html --baseline main.json --fail-on-regression
+    traceq report run.tq --save-baseline baselines/$(date +%F).json
+    traceq report --trend baselines/ --last 14
+    """
+    if dataset is None:
+        if trend_dir is None:
+            raise click.UsageError("give DATASET (or --trend DIR)")
+        _trend(trend_dir, last)
+        return
+    fmt = None
+    if output is not None:
+        fmt = FORMATS.get(Path(output).suffix.lower())
+        if fmt is None:
+            raise click.UsageError("-o must end in .html, .md or .json")
+    from traceq.report import ReportOptions, build_report
+    from traceq.report.baseline import BaselineError
+    from traceq.report.baseline import save_baseline as write_baseline
+    from traceq.report.measure import DEFAULT_GPU_HOUR_USD
+    from traceq.report.thresholds import ThresholdError
+    from traceq.session import QueryError
+
+    options = ReportOptions(
+        baseline=baseline,
+        thresholds=thresholds,
+        slo=parse_slo(slo),
+        gpu_hour_usd=gpu_hour_price or DEFAULT_GPU_HOUR_USD,
+        gpus=gpus,
+        findings=not no_findings,
+        memory_limit=memory_limit,
+    )
+    try:
+        report = build_report(dataset, options)
+    except (QueryError, BaselineError, ThresholdError, ValueError) as exc:
+        raise Failure(str(exc)) from exc
+    if not report.measurement.context["requests"]:
+        raise Failure(f"{dataset} has no requests: nothing to report")
+    try:
+        if output is not None:
+            _write(report, Path(output), fmt)
+        if save_baseline is not None:
+            write_baseline(report.baseline_doc(), save_baseline)
+    except OSError as exc:
+        raise Failure(str(exc)) from exc
+    _summary(report)
+    if output is not None:
+        click.echo(f"report: {output}")
+    if save_baseline is not None:
+        click.echo(f"baseline saved: {save_baseline}")
+    if trend_dir is not None:
+        _trend(trend_dir, last)
+    if fail_on_regression and report.regressed:
+        sys.exit(1)  # SystemExit passes through click and traceq.cli.main unchanged
+
+
+def _write(report, path: Path, fmt: str | None) -> None:  # type: ignore[no-untyped-def]
+    from traceq.report.charts import build
+    from traceq.report.render_html import render_html
+    from traceq.report.render_md import write_md
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "json":
+        path.write_bytes(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2))
+        return
+    base_samples = report.baseline["samples"] if report.baseline is not None else None
+    charts = build(report.measurement, base_samples)
+    if fmt == "html":
+        path.write_text(render_html(report, charts))
+    else:
+        write_md(report, charts, path)
+
+
+def _unit(unit: str) -> str:
+    return "" if unit in ("ratio", "USD", "count") else f" {unit}"
+
+
+def _summary(report) -> None:  # type: ignore[no-untyped-def]
+    from traceq.report import fmt
+    from traceq.report.kpis import BY_NAME, MAIN_KPIS
+
+    m = report.measurement
+    c = m.context
+    click.echo(
+        f"{m.dataset}: {c['requests']:,} requests over {fmt.duration(c['duration_s'])}, "
+        f"{c['errors']:,} failed"
+    )
+    for name in MAIN_KPIS:
+        k = BY_NAME[name]
+        click.echo(f"  {k.label:32} {fmt.value(m.values.get(name), k.unit):>12}{_unit(k.unit)}")
+    new = [f for f, is_new in report.findings() if is_new]
+    if report.findings_note:
+        click.echo(f"findings: {report.findings_note}")
+    else:
+        click.echo(f"findings: {len(report.findings())} ({len(new)} new against the baseline)")
+    if report.baseline is None:
+        return
+    if report.load_shift:
+        click.echo(f"note: the load differs from the baseline's: {', '.join(report.load_shift)}")
+    if not report.regressed:
+        click.echo(f"no regression against the baseline ({len(report.improved)} KPI(s) improved)")
+        return
+    for ch in report.regressed:
+        click.echo(
+            f"REGRESSED {ch.kpi}: {fmt.value(ch.baseline, ch.unit)} → "
+            f"{fmt.value(ch.current, ch.unit)}{_unit(ch.unit)}, {fmt.delta(ch)}, "
+            f"{report.thresholds.confidence:.0%} interval {fmt.interval(ch)}"
+        )

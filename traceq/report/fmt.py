@@ -1,0 +1,61 @@
+"""Number formatting shared by the HTML and Markdown reports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traceq.report.compare import Change
+
+
+def value(v: Any, unit: str = "") -> str:
+    """A KPI value in its unit: ratios as percent, counts whole, the rest to 3-4 digits."""
+    if v is None:
+        return "—"
+    if unit == "ratio":
+        return f"{v * 100:.2f} %"
+    if unit == "count":
+        return f"{v:,.0f}"
+    if unit == "USD":
+        return f"${v:,.3f}"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.1f}"
+    if a >= 10:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def delta(c: Change) -> str:
+    """The change with its sign, and relative change where the baseline is not 0."""
+    if c.delta is None:
+        return "—"
+    if c.unit == "ratio":
+        text = f"{c.delta * 100:+.2f} pt"
+    elif c.unit == "USD":
+        text = f"{c.delta:+,.3f}"
+    else:
+        text = value(c.delta, c.unit)
+        if not text.startswith("-"):
+            text = "+" + text
+    if c.rel is not None and c.unit != "ratio":
+        text += f" ({c.rel * 100:+.1f} %)"
+    return text
+
+
+def interval(c: Change) -> str:
+    """The confidence interval of the change, or why there is none."""
+    if c.ci_low is None or c.ci_high is None:
+        return "—"
+    if c.unit == "ratio":
+        return f"[{c.ci_low * 100:+.2f}, {c.ci_high * 100:+.2f}] pt"
+    return f"[{value(c.ci_low, c.unit)}, {value(c.ci_high, c.unit)}]"
+
+
+def duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.2f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.1f} s"

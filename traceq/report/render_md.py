@@ -1,0 +1,140 @@
+"""The Markdown report: the same content as the HTML one; its charts are the same SVG files,
+written next to it (`report.md` → `report_files/*.svg`) and embedded as images."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from traceq.report import fmt
+from traceq.report.charts import Chart
+from traceq.report.kpis import KPIS
+from traceq.report.model import Report
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def render_md(r: Report, charts: list[Chart], chart_dir: str | None) -> str:
+    """The report as Markdown; `chart_dir` is where the SVGs are linked from (relative to the
+    Markdown file), None to leave the charts out."""
+    m = r.measurement
+    tr = m.time_range
+    lines = [
+        "# traceq health report",
+        "",
+        f"Dataset `{m.dataset}` ({m.dataset_hash[:19]}…), {tr.get('start')} → {tr.get('end')}, "
+        f"traceq {m.traceq_version}, measured {m.measured_at}.",
+    ]
+    if r.baseline is not None:
+        b = r.baseline
+        btr = b.get("time_range") or {}
+        lines.append(
+            f"Baseline `{b.get('dataset')}`, {btr.get('start')} → {btr.get('end')}, "
+            f"traceq {b.get('traceq_version')}."
+        )
+        lines.append("")
+        if r.regressed:
+            lines.append(
+                f"**REGRESSION in {len(r.regressed)} KPI(s):** "
+                + ", ".join(f"{c.label} {fmt.delta(c)}" for c in r.regressed)
+            )
+        else:
+            lines.append(f"**No regression** against the baseline ({len(r.improved)} improved).")
+        if r.load_shift:
+            lines += [
+                "",
+                f"_The load differs from the baseline's: {', '.join(r.load_shift)}. "
+                "KPI changes may come from the load, not from the release._",
+            ]
+    lines += ["", "## Findings", ""]
+    if r.findings_note:
+        lines += [f"_{r.findings_note}_", ""]
+    items = r.findings()
+    if not items:
+        lines.append("No failed or warning finding.")
+    for f, new in items:
+        lines.append(
+            f"- {'**NEW** ' if new else ''}**{f.title}** ({f.severity}, {f.status}, "
+            f"`{f.id}`): {f.message}"
+        )
+    changes = {c.kpi: c for c in r.changes}
+    lines += ["", "## KPIs", ""]
+    if changes:
+        head = [
+            "KPI",
+            "value",
+            "baseline",
+            "change",
+            f"{r.thresholds.confidence:.0%} interval",
+            "verdict",
+        ]
+        rows = [
+            [
+                k.label,
+                fmt.value(m.values.get(k.name), k.unit),
+                fmt.value(changes[k.name].baseline, k.unit),
+                fmt.delta(changes[k.name]),
+                fmt.interval(changes[k.name]),
+                f"**{changes[k.name].verdict}**"
+                if changes[k.name].verdict == "regressed"
+                else changes[k.name].verdict,
+            ]
+            for k in KPIS
+        ]
+    else:
+        head = ["KPI", "value"]
+        rows = [[k.label, fmt.value(m.values.get(k.name), k.unit)] for k in KPIS]
+    lines += _table(head, rows)
+    lines += ["", "## Phase breakdown", ""]
+    lines += _table(
+        ["phase", "requests", "mean (ms)", "p50 (ms)", "p95 (ms)", "share of e2e"],
+        [
+            [
+                p["phase"],
+                f"{p['n']:,}",
+                fmt.value(p["mean_ms"]),
+                fmt.value(p["p50_ms"]),
+                fmt.value(p["p95_ms"]),
+                fmt.value(p["share"], "ratio"),
+            ]
+            for p in m.phases.iter_rows(named=True)
+        ],
+    )
+    c = m.context
+    lines += [
+        "",
+        "## Request profile",
+        "",
+        f"{c['requests']:,} requests ({c['errors']:,} failed) over "
+        f"{fmt.duration(c['duration_s'])}; {c['prompt_tokens']:,} prompt and "
+        f"{c['output_tokens']:,} output tokens; {c['gpus']} GPU(s), "
+        f"{c['gpu_hours']:.3f} GPU-h.",
+    ]
+    if chart_dir is not None:
+        lines += ["", "## Charts", ""]
+        for chart in charts:
+            lines += [
+                f"### {chart.title}",
+                "",
+                f"![{chart.title}]({chart_dir}/{chart.id}.svg)",
+                "",
+                f"_{chart.caption}_",
+                "",
+            ]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_md(r: Report, charts: list[Chart], path: Path) -> None:
+    """Write `path` and its charts into `<stem>_files/` beside it."""
+    chart_dir = path.parent / f"{path.stem}_files"
+    chart_dir.mkdir(parents=True, exist_ok=True)
+    for chart in charts:
+        (chart_dir / f"{chart.id}.svg").write_text(chart.svg)
+    path.write_text(render_md(r, charts, chart_dir.name))

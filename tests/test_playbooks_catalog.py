@@ -104,3 +104,13 @@ def test_healthy_fires_nothing_at_other_seeds(tmp_path, seed):
 def test_fires_at_another_seed(tmp_path, scenario, seed, playbook):
     d = run(synth_dataset(tmp_path, scenario, seed))
     assert playbook in failing(d)
+
+
+def test_consequences_of_another_finding_are_secondary(samples):
+    by_id = {f.id: f for f in samples["kv-pressure"].findings}
+    assert by_id["kv-pressure"].status == "fail"
+    for pid in ("slow-decode", "ttft-queueing"):
+        assert by_id[pid].status == "warn" and "secondary: see kv-pressure" in by_id[pid].message
+    assert by_id["warm-up-skew"].status == "pass"
+    warm = {f.id: f for f in samples["warm-up-skew"].findings}
+    assert warm["slow-decode"].status == "warn" and warm["warm-up-skew"].status == "fail"

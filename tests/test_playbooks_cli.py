@@ -104,3 +104,10 @@ def test_playbooks_ship_inside_the_package():
     globs = data["tool"]["setuptools"]["package-data"]["traceq"]
     assert "playbooks/catalog/*.yaml" in globs
     assert len(list(builtin_dir().glob("*.yaml"))) == 13
+
+
+def test_catalogue_page_is_current():
+    from traceq.playbooks import catalog_doc
+
+    page = (ROOT / "docs" / "PLAYBOOKS.md").read_text()
+    assert catalog_doc.render() in page, "run: python -m traceq.playbooks.catalog_doc"

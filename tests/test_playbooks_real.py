@@ -79,3 +79,12 @@ def test_healthy_real_logs_raise_no_high_severity_finding(diagnoses):
         bad = [(f.id, f.message) for f in diagnoses[name].findings
                if f.status == "fail" and f.severity in ("high", "critical")]  # fmt: skip
         assert not bad, name
+
+
+@pytest.mark.parametrize(
+    "folder", sorted(p.name for p in (REAL / "loadtest").iterdir() if p.is_dir())
+)
+def test_load_test_exports_never_error(tmp_path, folder):
+    target = tmp_path / "lt.tq"
+    ingest([REAL / "loadtest" / folder], target)
+    assert not [(f.id, f.message) for f in run(target).findings if f.status == "error"]

@@ -37,6 +37,8 @@ class Cause:
     """One line with the check's figure (e.g. "83 % of stalls overlap a prefill")."""
     needs: str = ""
     """For `not_applicable`: the data that would decide it."""
+    see: str = ""
+    """The playbook whose finding this cause is, if any (e.g. kv-pressure)."""
 
 
 @dataclass

@@ -73,6 +73,7 @@ def diagnose(
         if rollup_error and finding.status == "error":
             finding.message += f" (rollups failed first: {rollup_error})"
         findings.append(finding)
+    mark_secondary(findings)
     findings.sort(key=lambda f: (STATUS_ORDER[f.status], -severity_rank(f.severity), f.id))
     return Diagnosis(
         findings=findings,
@@ -83,6 +84,31 @@ def diagnose(
         elapsed_s=round(time.perf_counter() - t0, 3),
         time_range=_time_range(session),
     )
+
+
+def mark_secondary(findings: list[Finding]) -> None:
+    """A failing finding with a confirmed cause that is another playbook's finding, failing
+    in an overlapping window, becomes `warn`: a consequence, with the root named (slow
+    decode steps during a KV-pressure window are the preemptions' recompute). Roots are
+    taken from the findings as they failed, so two findings cannot demote each other."""
+    failing = {f.id: f for f in findings if f.status == "fail"}
+    demote = []
+    for f in failing.values():
+        roots = [
+            failing[c.see]
+            for c in f.causes
+            if c.status == "confirmed" and c.see in failing and c.see != f.id
+        ]
+        root = next((r for r in roots if _overlap(f.windows, r.windows)), None)
+        if root is not None:
+            demote.append((f, root.id))
+    for f, root_id in demote:
+        f.status = "warn"
+        f.message += f" (secondary: see {root_id})"
+
+
+def _overlap(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
+    return any(x["start"] < y["end"] and y["start"] < x["end"] for x in a for y in b)
 
 
 def run_playbook(
@@ -166,7 +192,7 @@ def unmet_requirements(
 
 def check_cause(session: Session, spec: CauseSpec, at: dict[str, Any]) -> Cause:
     """Run one cause's confirming check on the worst incident."""
-    cause = Cause(id=spec.id, title=spec.title, status="not_confirmed")
+    cause = Cause(id=spec.id, title=spec.title, status="not_confirmed", see=spec.see)
     try:
         unmet = unmet_requirements(session, spec.requires, at)
         if unmet:

@@ -75,6 +75,9 @@ class CauseSpec:
     confirm_at: float = 0.5
     requires: tuple[Requirement, ...] = ()
     fixes: tuple[str, ...] = ()
+    see: str = ""
+    """Another playbook this cause is the finding of: when it is the top confirmed cause and
+    that playbook fails in an overlapping window, this finding is secondary (`warn`)."""
 
 
 @dataclass(frozen=True)
@@ -301,6 +304,7 @@ class _Validator:
                         c.get("requires"), f"{here}.requires", required=False
                     ),
                     fixes=tuple(str(x) for x in fixes) if isinstance(fixes, list) else (),
+                    see=str(c.get("see") or ""),
                 )
             )
         return tuple(out)

@@ -2,7 +2,8 @@
 -- Inputs (views the ingester creates over its scratch Parquet): stage_spans, stage_tokens,
 -- stage_events. Outputs: the otel_* views below, each written to the table of that name.
 -- requests are written in arrival order; tokens in the order of their request spans in the
--- file, each request's chunks together and in time order.
+-- file, each request's chunks together and in time order (but where the parallel join hands
+-- over a block: no sort is paid for), so row-group statistics prune time filters.
 -- Stamp precedence for each request (docs/METRICS.md): token events, then vLLM phase child
 -- spans, then gen_ai.latency.* attributes, then the span's own start / end.
 

@@ -54,7 +54,8 @@ else:
     n = len(s.execute(sql, truncate=True))
 seconds = time.perf_counter() - t
 hwm = [l.split()[1] for l in open("/proc/self/status") if l.startswith("VmHWM")][0]
-print(json.dumps({"seconds": seconds, "open_s": opened, "rows": n, "rss_mib": int(hwm) / 1024}))
+out = {"seconds": seconds, "open_s": opened, "rows": n, "rss_mib": int(hwm) / 1024}
+print("\n" + json.dumps(out))
 """
 
 REFERENCES = {
@@ -108,7 +109,8 @@ def run(dataset: Path, kind: str, sql: str, code: Path) -> dict:
         cwd=code,
         env=env,
     )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    # DuckDB's progress bar may share stdout (no newline after it): take the last JSON line.
+    lines = [line for line in done.stdout.splitlines() if line.startswith('{"seconds"')]
     if done.returncode or not lines:
         return {"error": (done.stderr.strip().splitlines() or ["?"])[-1][:120]}
     return json.loads(lines[-1])

@@ -180,3 +180,16 @@ def test_timestamps_beside_the_ns_stamps(jitter, tmp_path):
         ).row(0, named=True)
     assert row["arrival_at"] == pl.Series([row["t_arrival"]]).cast(pl.Datetime("ns"))[0]
     assert row["ts_at"] == pl.Series([row["ts"]]).cast(pl.Datetime("ns"))[0]
+
+
+def test_the_pick_file_is_named_by_its_key_not_by_the_manifest(jitter, tmp_path):
+    """A manifest whose pick entry names a file elsewhere is not followed."""
+    ds = tmp_path / "ds"
+    traceq.ingest([jitter / "traces.otlp.jsonl"], ds)
+    settled = kpis(ds)
+    outside = tmp_path / "outside.parquet"
+    pl.DataFrame({"x": [1]}).write_parquet(outside)
+    manifest = json.loads((ds / "manifest.json").read_text())
+    manifest["request_pick"]["file"] = "../outside.parquet"
+    (ds / "manifest.json").write_text(json.dumps(manifest))
+    assert_same(settled, kpis(ds))

@@ -105,7 +105,7 @@ def _register_pick(
     A pick that was not settled for exactly the manifest's sources (written by an older
     traceq, or the source list changed without it) is settled here, in memory."""
     entry = pick.current(manifest)
-    path = ds.root / entry["file"] if entry else None
+    path = pick.file_of(ds.root, entry) if entry else None
     modes: dict[str, dict[str, str]]
     files: list[str] = []
     if entry and path is not None and path.is_file():

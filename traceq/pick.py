@@ -55,6 +55,12 @@ def current(manifest: dict[str, Any]) -> dict[str, Any] | None:
     return entry
 
 
+def file_of(root: Path, entry: dict[str, Any]) -> Path:
+    """The pick file of a `current` entry: named by its checked key, never by a path read
+    from the manifest, so a tampered manifest cannot point outside the dataset."""
+    return root / PICK_DIR / f"{entry['key']}.parquet"
+
+
 def compute(con: duckdb.DuckDBPyConnection, order: list[str]) -> None:
     """Create `_picked`, `_pick_modes` and `_pick_rows` in `con` over its `requests` relation;
     `order` lists the sources, earliest ingested first (ties go to the earliest)."""
@@ -74,11 +80,14 @@ def settle(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     if not sources:
         manifest.pop("request_pick", None)
         return manifest
-    if current(manifest) and (root / previous["file"]).is_file():
+    if current(manifest) and file_of(root, previous).is_file():
         return manifest
     k = key(sources)
     rel = f"{PICK_DIR}/{k}.parquet"
-    (root / PICK_DIR).mkdir(exist_ok=True)
+    folder = root / PICK_DIR
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        folder.unlink()  # the link itself: nothing is written or deleted where it points
+    folder.mkdir(exist_ok=True)
     scratch = root / ".staging" / f"pick-{os.getpid()}"
     scratch.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect()
@@ -104,7 +113,7 @@ def settle(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
             for row in modes.iter_rows(named=True)  # type: ignore[union-attr]
         },
     }
-    for old in (root / PICK_DIR).glob("*.parquet"):
+    for old in folder.glob("*.parquet"):
         if old.name != f"{k}.parquet" and f"{PICK_DIR}/{old.name}" != previous.get("file"):
             with contextlib.suppress(OSError):
                 old.unlink()

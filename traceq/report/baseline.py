@@ -4,6 +4,7 @@ dataset's hash and time range, the traceq version and the failed findings' ids."
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +74,7 @@ def save_baseline(doc: dict[str, Any], path: str | Path) -> None:
     tmp.replace(target)
 
 
-def load_baseline(path: str | Path) -> dict[str, Any]:
+def load_baseline(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and check a baseline file; samples come back as polars frames."""
     try:
         doc = orjson.loads(Path(path).read_bytes())

@@ -76,7 +76,7 @@ def latency_cdfs(samples: dict[str, pl.DataFrame], base: dict[str, pl.DataFrame]
             continue
         data = pl.concat(frames, how="vertical")
         runs = [r for r in COLORS if r in set(data["run"])]
-        hi = float(data.filter(pl.col("share") <= 0.995)["value"].max() or 1.0)
+        hi = float(data.filter(pl.col("share") <= 0.995)["value"].max() or 1.0)  # type: ignore[arg-type]
         panels.append(
             alt.Chart(data.filter(pl.col("value") <= hi))
             .mark_line(interpolate="step-after", strokeWidth=1.8)
@@ -153,7 +153,7 @@ def timeline(frame: pl.DataFrame, engine: pl.DataFrame) -> Any:
     if frame.height == 0:
         return None
     data = frame.with_columns(time=pl.from_epoch(pl.col("ts"), time_unit="ns"))
-    span_s = (frame["ts"].max() - frame["ts"].min()) / 1e9  # type: ignore[operator]
+    span_s = float(frame["ts"].max() - frame["ts"].min()) / 1e9  # type: ignore[operator, arg-type]
     clock = "%H:%M:%S" if span_s < 1800 else "%H:%M"
     x = alt.X("time:T", title="time (UTC)", axis=alt.Axis(format=clock))
     panels = [

@@ -4,6 +4,7 @@ with a user's file (`--thresholds FILE`, same layout)."""
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -62,7 +63,7 @@ def _merge(base: dict[str, Any], extra: dict[str, Any], where: str) -> dict[str,
     return out
 
 
-def load_thresholds(path: str | Path | None = None) -> Thresholds:
+def load_thresholds(path: str | os.PathLike[str] | None = None) -> Thresholds:
     """The defaults, overridden by the YAML (or JSON) file at `path` when given."""
     data = _defaults()
     if path is not None:

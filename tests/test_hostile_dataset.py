@@ -85,18 +85,6 @@ def test_manifest_path_outside_the_dataset_is_never_read_or_deleted(
     assert (victim / "x.parquet").read_bytes() == b"not yours"
 
 
-def test_request_pick_path_outside_the_dataset_is_refused(tmp_path: Path) -> None:
-    ds = tmp_path / "ds"
-    traceq.ingest([_source(tmp_path)], ds)
-
-    def point_outside(manifest: dict) -> None:
-        manifest["request_pick"]["file"] = "../victim/x.parquet"
-
-    _tamper(ds, point_outside)
-    with pytest.raises(DatasetError, match="not inside the dataset"):
-        traceq.open(ds)
-
-
 @pytest.mark.parametrize("name", [".staging", "requests"])
 def test_symlinked_folder_in_the_dataset_is_refused(tmp_path: Path, name: str) -> None:
     ds = tmp_path / "ds"

@@ -138,12 +138,12 @@ def test_fixed_length_load_is_not_a_latency_regression(root, healthy_64):
 
 
 def test_client_side_jitter_leaves_the_server_kpis_alone(root, healthy_64):
-    # the stalls are on the client side only: every request-level KPI (server view, SPEC §4)
-    # stays; the pooled TBT p99 (both views' gaps, as kpi_latency) jumps, but the stalled gaps
-    # are ~1 % of all gaps, so p99 sits on their edge and its interval rightly spans 0. The
-    # tbt-jitter playbook is what names this fault (findings), not the gate.
+    # the stalls are on the client side only: every KPI is taken from the row that stands for
+    # each request (the server's, SPEC §4; token_gaps holds its gaps, client_token_gaps the
+    # client's), so the gate sees no change; the tbt-jitter playbook names this fault
+    # (findings, client-only cause), not the gate.
     ds = make_dataset(root, "client-jitter", 1, requests=300)
     report, v = _verdicts(ds, healthy_64)
     assert report.regressed == []
-    assert v["tbt_p99_ms"].current > 5 * v["tbt_p99_ms"].baseline
-    assert v["tbt_p99_ms"].ci_low < 0 < v["tbt_p99_ms"].ci_high
+    assert v["tbt_p99_ms"].verdict == "unchanged"
+    assert v["tbt_p99_ms"].current < 1.5 * v["tbt_p99_ms"].baseline

@@ -154,9 +154,6 @@ class Dataset:
         for s in sources:
             for rel in s.get("files", {}).values():
                 self._inside(rel)
-        pick = manifest.get("request_pick")  # which row stands for each request (pick.py)
-        if pick is not None:
-            self._inside(pick.get("file") if isinstance(pick, dict) else pick)
         return manifest
 
     def sources(self) -> list[dict[str, Any]]:

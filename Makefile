@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint bench docs sample-traces large-dataset
+.PHONY: setup demo test lint bench docs sample-traces large-dataset fuzz
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ lint: setup
 # pytest exits 5 when it collects no test; that is not a failure of the build.
 test: lint
 	$(BIN)/python -m pytest || [ $$? -eq 5 ]
+
+# The reader fuzz tests at length (500 mutated samples per reader family; docs/RELIABILITY.md).
+fuzz: setup
+	TRACEQ_FUZZ=long $(BIN)/python -m pytest -q tests/test_hostile_fuzz.py
 
 bench: setup
 	$(BIN)/python bench/otlp_json_ingest.py

@@ -77,3 +77,32 @@ def test_raising_the_cap_reads_the_line(tmp_path: Path) -> None:
     assert code == 0, out
     spans = traceq.open(tmp_path / "b").sql("SELECT count(*) FROM spans").fetchall()[0][0]
     assert spans > 10_000 and _quarantine(tmp_path / "b") == []
+
+
+REAL = Path(__file__).parent / "data" / "real"
+
+
+def test_long_line_mid_file_costs_that_line_only(tmp_path: Path) -> None:
+    """Past the cap in the middle of a real GPU CSV and a real AIPerf NDJSON export: that line
+    is one quarantine row at its own line number; every other line lands as before."""
+    cases = {
+        "gpu_samples": REAL
+        / "gpu"
+        / "nvidia-smi_query-gpu_noheader_nounits_A5000_custom_header.csv",
+        "requests": REAL
+        / "loadtest"
+        / "aiperf_example"
+        / "aiperf_example_run1_profile_export.jsonl",
+    }
+    options = traceq.IngestOptions(max_line_bytes=64 << 10)
+    for table, path in cases.items():
+        lines = path.read_bytes().splitlines(keepends=True)
+        traceq.ingest([path], tmp_path / f"{table}-plain", options=options)
+        hostile = tmp_path / path.name
+        hostile.write_bytes(b"".join([*lines[:4], b"9" * (100 << 10) + b"\n", *lines[4:]]))
+        traceq.ingest([hostile], tmp_path / table, options=options)
+        count = f"SELECT count(*) FROM {table}"
+        plain = traceq.open(tmp_path / f"{table}-plain").sql(count).fetchall()
+        assert traceq.open(tmp_path / table).sql(count).fetchall() == plain
+        [(location, reason)] = _quarantine(tmp_path / table)
+        assert location == "line 5" and reason.startswith("line longer than 65,536 bytes")

@@ -104,21 +104,23 @@ class Dataset:
                 )
                 raise DatasetError(msg)
 
-    def _inside(self, rel: Any) -> Path:
-        """The dataset file at `rel` (a path from the manifest), refused if outside the dataset."""
-        path = self.root / str(rel)
-        root = self.root.resolve()
-        if (
-            not isinstance(rel, str)
-            or Path(rel).is_absolute()
-            or ".." in Path(rel).parts
-            or not path.resolve().is_relative_to(root)
-            or path.resolve() == root
-        ):
+    def _listed(self, rel: Any) -> str:
+        """`rel` (a path from the manifest) if it has the shape `<table>/<name>.parquet`."""
+        table, _, name = rel.partition("/") if isinstance(rel, str) else ("", "", "")
+        if table not in TABLES or not name.endswith(".parquet") or "/" in name or name[0] == ".":
             msg = (
                 f"{self.root / MANIFEST} lists {rel!r}, which is not inside the dataset; "
                 "refusing to read or delete it (restore the manifest or re-ingest)"
             )
+            raise DatasetError(msg)
+        return rel
+
+    def _inside(self, rel: Any) -> Path:
+        """The dataset file at `rel`, refused if it is shaped wrong or resolves elsewhere (a
+        link); checked with the file system only where a file is read or deleted."""
+        path = self.root / self._listed(rel)
+        if not path.resolve().is_relative_to(self.root.resolve()):
+            msg = f"{path} resolves outside the dataset; refusing to read or delete it"
             raise DatasetError(msg)
         return path
 
@@ -152,7 +154,7 @@ class Dataset:
             raise DatasetError(msg)
         for s in sources:
             for rel in s.get("files", {}).values():
-                self._inside(rel)
+                self._listed(rel)
         return manifest
 
     def sources(self) -> list[dict[str, Any]]:

@@ -258,12 +258,22 @@ def iter_span_frames(
         else:
             lines = read_document(b"".join(b for b, _ in held))
             if lines:
-                yield documents_to_spans(_read_block(b"\n".join(lines) + b"\n", 1, quarantine))
+                yield documents_to_spans(read_lines(b"\n".join(lines) + b"\n", 1, quarantine))
                 return
     for block, first_line in itertools.chain(held, blocks):
-        for part, first, big in cut_long_lines(block, first_line, SPLIT_BYTES):
-            docs = _read_big_line(part, first, quarantine) if big else None
-            yield documents_to_spans(_read_block(part, first, quarantine) if docs is None else docs)
+        yield documents_to_spans(read_lines(block, first_line, quarantine))
+
+
+def read_lines(block: bytes, first_line: int, quarantine: Quarantine) -> pl.DataFrame:
+    """OTLP documents (with `_line`) of a block of JSON lines; a line over SPLIT_BYTES is read
+    in pieces, so polars never holds a big line whole (traceq/ingest/otel/split.py)."""
+    frames = [
+        _read_big_line(part, first, quarantine) if big else _read_block(part, first, quarantine)
+        for part, first, big in cut_long_lines(block, first_line, SPLIT_BYTES)
+    ]
+    if not frames:
+        return _parse_lines([], [])
+    return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
 
 
 def _read_big_line(line: bytes, number: int, quarantine: Quarantine) -> pl.DataFrame:

@@ -21,7 +21,7 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from traceq.ingest.blocks import cap_of, read_whole
-from traceq.ingest.otel.otlp_json import BLOCK_BYTES, Quarantine, _read_block, documents_to_spans
+from traceq.ingest.otel.otlp_json import BLOCK_BYTES, Quarantine, documents_to_spans, read_lines
 from traceq.ingest.otel.proto_shape import as_document
 from traceq.ingest.source import ZSTD_MAGIC
 from traceq.schema import RAW_LIMIT
@@ -117,7 +117,7 @@ def iter_span_frames(
 def _frame_block(
     lines: list[bytes], numbers: list[int], quarantine: Quarantine
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    docs = _read_block(b"\n".join(lines) + b"\n", 1, quarantine)
+    docs = read_lines(b"\n".join(lines) + b"\n", 1, quarantine)
     # Message numbers, not line numbers, locate records in a binary file.
-    docs = docs.with_columns(_line=pl.Series(numbers[: docs.height], dtype=pl.Int64))
+    docs = docs.with_columns(_line=pl.Series(numbers, dtype=pl.Int64).gather(docs["_line"] - 1))
     return documents_to_spans(docs)

@@ -37,7 +37,9 @@ from traceq.dataset import Dataset
 from traceq.schema import TABLES
 
 settings.register_profile("quick", max_examples=12, deadline=None, derandomize=True)
-settings.register_profile("long", max_examples=500, deadline=None)
+settings.register_profile(
+    "long", max_examples=int(os.environ.get("TRACEQ_FUZZ_EXAMPLES", "500")), deadline=None
+)
 settings.load_profile(os.environ.get("TRACEQ_FUZZ", "quick"))
 
 REAL = Path(__file__).parent / "data" / "real"

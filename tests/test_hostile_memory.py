@@ -5,7 +5,10 @@ went far past the bound (issue 10: 20 GB, 9 GB, 4.2 GB, 2.2 GB at full size)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+
+import pytest
 
 import traceq
 from tests.hostile_factory import (
@@ -16,6 +19,7 @@ from tests.hostile_factory import (
     run_measured,
     wide_span,
 )
+from traceq.ingest.blocks import LineCap, iter_line_blocks
 
 # An import of traceq with polars and DuckDB takes about 150 MiB; the probes below read a file
 # of 150-200 MB decompressed. Without a bound they need at least twice their size.
@@ -106,3 +110,17 @@ def test_long_line_mid_file_costs_that_line_only(tmp_path: Path) -> None:
         assert traceq.open(tmp_path / table).sql(count).fetchall() == plain
         [(location, reason)] = _quarantine(tmp_path / table)
         assert location == "line 5" and reason.startswith("line longer than 65,536 bytes")
+
+
+@pytest.mark.parametrize("block_bytes", [3, 7, 64, 1 << 20])
+def test_line_numbers_survive_a_rejected_line(block_bytes: int) -> None:
+    """The shared block reader (traceq/ingest/blocks.py) at any read size: over-long lines,
+    within a block or across many, are rejected at their own number; the others keep theirs."""
+    data = b"a\n" + b"b" * 50 + b"\nc\n\nee\n" + b"d" * 30
+    stream = io.BufferedReader(io.BytesIO(data))
+    stream.cap = LineCap(max_bytes=10)  # type: ignore[attr-defined]
+    kept = []
+    for block, first in iter_line_blocks(stream, lambda _: None, block_bytes):
+        kept += [(first + i, line) for i, line in enumerate(block.split(b"\n")) if line]
+    assert kept == [(1, b"a"), (3, b"c"), (5, b"ee")]
+    assert [r["location"] for r in stream.cap.rejected] == ["line 2", "line 6"]  # type: ignore[attr-defined]

@@ -198,7 +198,7 @@ def _ingest_one(
         writer.discard()
         raise
     except (Exception, pl.exceptions.PanicException) as exc:
-        if isinstance(exc, OSError) and write_error(ds.root, exc):
+        if isinstance(exc, OSError) and _writing(ds, exc):
             writer.discard()  # disk full etc.: nothing of this source stays in .staging
             raise
         # A reader bug, or a shape of input no reader foresaw: this file's rows are dropped,
@@ -249,6 +249,13 @@ def _read(
     if source.cap.rejected:
         writer.write("quarantine", pl.DataFrame(source.cap.rejected))
     return "ingested"
+
+
+def _writing(ds: Dataset, exc: OSError) -> bool:
+    """An environment error writing the dataset (not one reading the input)."""
+    name = exc.filename
+    inside = name is None or Path(os.fsdecode(name)).resolve().is_relative_to(ds.root.resolve())
+    return inside and write_error(ds.root, exc) is not None
 
 
 def _unreadable(ds: Dataset, source: Source, exc: OSError) -> IngestResult:

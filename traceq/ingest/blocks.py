@@ -76,7 +76,7 @@ def iter_line_blocks(
                 cap.reject(f"line {first}", "line", part[:RAW_LIMIT])
             else:
                 yield part, first
-            line_no += block.count(b"\n")
+        line_no += block.count(b"\n")
         if len(carry) > limit:
             cap.reject(f"line {line_no}", "line", carry)
             carry, skipping = b"", True

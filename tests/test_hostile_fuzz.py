@@ -8,8 +8,8 @@ must hold:
 
 - no uncaught exception, and no reader failure (status `failed` is a crash the driver caught);
 - the manifest's row counts equal the rows in the tables: nothing half-written;
-- a non-blank input leaves a row, a quarantine row or a count of unclaimed lines in the
-  manifest (`unrecognised`): nothing vanishes silently;
+- a non-blank input leaves a row, a quarantine row, or a count in the manifest (unclaimed
+  lines in `unrecognised`, `header_blocks`): nothing vanishes silently;
 - server logs: every line is a record, blank or a continuation (the log's own accounting);
 - bounded memory: the process stays under PEAK_MIB throughout.
 
@@ -150,9 +150,10 @@ def _check(data: bytes, how: str) -> None:
             n = con.sql(f"SELECT count(*) FROM {table}").fetchall()[0][0]
             listed = entry["quarantined"] if table == "quarantine" else entry["rows"].get(table, 0)
             assert n == listed, (table, n, listed)
-        if data.strip():  # something is counted: rows, quarantine rows or unclaimed lines
+        if data.strip():  # something is counted: rows, quarantine rows, unclaimed or headers
             unclaimed = sum(v for v in entry.get("unrecognised", {}).values() if isinstance(v, int))
-            assert sum(entry["rows"].values()) + entry["quarantined"] + unclaimed > 0
+            headers = entry.get("header_blocks", 0)
+            assert sum(entry["rows"].values()) + entry["quarantined"] + unclaimed + headers > 0
         if "lines" in entry:  # server logs account for each line themselves
             lines = entry["lines"]
             assert (

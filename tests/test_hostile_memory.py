@@ -6,9 +6,11 @@ went far past the bound (issue 10: 20 GB, 9 GB, 4.2 GB, 2.2 GB at full size)."""
 from __future__ import annotations
 
 import io
+import struct
 from pathlib import Path
 
 import pytest
+import zstandard
 
 import traceq
 from tests.hostile_factory import (
@@ -19,7 +21,7 @@ from tests.hostile_factory import (
     run_measured,
     wide_span,
 )
-from traceq.ingest.blocks import LineCap, iter_line_blocks
+from tests.otel_factory import T0, RequestSpec, make_spans, otlp_proto_bytes
 
 # An import of traceq with polars and DuckDB takes about 150 MiB; the probes below read a file
 # of 150-200 MB decompressed. Without a bound they need at least twice their size.
@@ -116,6 +118,8 @@ def test_long_line_mid_file_costs_that_line_only(tmp_path: Path) -> None:
 def test_line_numbers_survive_a_rejected_line(block_bytes: int) -> None:
     """The shared block reader (traceq/ingest/blocks.py) at any read size: over-long lines,
     within a block or across many, are rejected at their own number; the others keep theirs."""
+    from traceq.ingest.blocks import LineCap, iter_line_blocks
+
     data = b"a\n" + b"b" * 50 + b"\nc\n\nee\n" + b"d" * 30
     stream = io.BufferedReader(io.BytesIO(data))
     stream.cap = LineCap(max_bytes=10)  # type: ignore[attr-defined]
@@ -124,3 +128,19 @@ def test_line_numbers_survive_a_rejected_line(block_bytes: int) -> None:
         kept += [(first + i, line) for i, line in enumerate(block.split(b"\n")) if line]
     assert kept == [(1, b"a"), (3, b"c"), (5, b"ee")]
     assert [r["location"] for r in stream.cap.rejected] == ["line 2", "line 6"]  # type: ignore[attr-defined]
+
+
+def test_zstd_bomb_in_a_framed_protobuf_stream(tmp_path: Path) -> None:
+    """A length-prefixed OTLP stream whose second message is zstd that inflates 1,000-fold:
+    decompressed only up to the cap, quarantined; the first message's spans land."""
+    specs = [RequestSpec("r0", arrival=T0, attributes={"gen_ai.request.id": "r0"})]
+    good = otlp_proto_bytes(make_spans(specs))
+    bomb = zstandard.ZstdCompressor().compress(b"\x0a" + b"\0" * (8 << 20))
+    src = tmp_path / "spans.pb"
+    src.write_bytes(b"".join(struct.pack(">I", len(m)) + m for m in (good, bomb)))
+    options = traceq.IngestOptions(max_line_bytes=1 << 20)
+    traceq.ingest([src], tmp_path / "ds", options=options)
+    con = traceq.open(tmp_path / "ds")
+    assert con.sql("SELECT request_id FROM requests").fetchall() == [("r0",)]
+    [(location, reason)] = _quarantine(tmp_path / "ds")
+    assert location.startswith("offset ") and "past the line cap of 1,048,576 bytes" in reason

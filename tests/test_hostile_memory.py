@@ -144,3 +144,19 @@ def test_zstd_bomb_in_a_framed_protobuf_stream(tmp_path: Path) -> None:
     assert con.sql("SELECT request_id FROM requests").fetchall() == [("r0",)]
     [(location, reason)] = _quarantine(tmp_path / "ds")
     assert location.startswith("offset ") and "past the line cap of 1,048,576 bytes" in reason
+
+
+def test_document_over_its_cap_is_one_quarantine_row(tmp_path: Path) -> None:
+    """A format parsed whole (a real LLMPerf export) past `max_document_bytes`: not read, one
+    row that names the option; under the cap it reads as before."""
+    src = REAL / "loadtest" / "llmperf" / "llmperf_leaderboard_summary_together_70b.json"
+    small = traceq.IngestOptions(max_document_bytes=1000)
+    traceq.ingest([src], tmp_path / "capped", options=small)
+    [(location, reason)] = _quarantine(tmp_path / "capped")
+    assert location == "file"
+    assert reason == (
+        "document longer than 1,000 bytes, not read (raise --max-document-bytes to read it)"
+    )
+    traceq.ingest([src], tmp_path / "plain")
+    metrics = "SELECT count(*) FROM tool_metrics"
+    assert traceq.open(tmp_path / "plain").sql(metrics).fetchall()[0][0] > 0

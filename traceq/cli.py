@@ -18,7 +18,7 @@ import polars as pl
 from traceq import db
 from traceq.dataset import DatasetError
 from traceq.ingest import IngestOptions, IngestResult, InputError, formats, ingest
-from traceq.ingest.blocks import MAX_LINE_BYTES
+from traceq.ingest.blocks import MAX_DOCUMENT_BYTES, MAX_LINE_BYTES
 from traceq.ingest.otel.spans import SpanConventions
 from traceq.render import render_frame
 
@@ -73,6 +73,9 @@ def _input_size(paths: tuple[str, ...]) -> int:
 @click.option("--max-line-bytes", type=click.IntRange(min=1), default=MAX_LINE_BYTES,
               show_default=True, help="Longest line (or JSON document) held in memory; "
               "longer ones are quarantined unread.")  # fmt: skip
+@click.option("--max-document-bytes", type=click.IntRange(min=1), default=MAX_DOCUMENT_BYTES,
+              show_default=True, help="Largest file of a format parsed whole (load-test JSON "
+              "exports, Jaeger); parsing takes ~12x its size in memory.")  # fmt: skip
 def ingest_cmd(
     sources: tuple[str, ...],
     dataset: str,
@@ -85,6 +88,7 @@ def ingest_cmd(
     interval_s: float | None,
     columns: str | None,
     max_line_bytes: int,
+    max_document_bytes: int,
 ) -> None:
     """Ingest trace, log and telemetry files (directories recurse) into DATASET."""
     if interval_s is not None and interval_s <= 0:
@@ -98,6 +102,7 @@ def ingest_cmd(
         interval_s=interval_s,
         columns=tuple(c.strip() for c in columns.split(",")) if columns else None,
         max_line_bytes=max_line_bytes,
+        max_document_bytes=max_document_bytes,
     )
     if fmt != "auto" and fmt not in formats():
         raise Failure(f"unknown format {fmt!r}; run `traceq formats`")

@@ -154,9 +154,8 @@ def ingest(
     try:
         ds = Dataset(dataset, create=True)
         ds.sweep()
-        cap = options.max_line_bytes
         results = [
-            _ingest_one(ds, Source(p, cap=LineCap(cap)), fmt, options, progress or _noop)
+            _ingest_one(ds, Source(p, cap=_cap(options)), fmt, options, progress or _noop)
             for p, _ in files
         ]
     except OSError as exc:  # disk full, read-only: what to do, not a traceback
@@ -165,6 +164,10 @@ def ingest(
             raise
         raise error from exc
     return results + skipped
+
+
+def _cap(options: IngestOptions) -> LineCap:
+    return LineCap(options.max_line_bytes, options.max_document_bytes)
 
 
 def _ingest_one(

@@ -236,11 +236,11 @@ def iter_span_frames(
     """Span frames (and no-span documents) of an OTLP/JSON stream, block by block.
 
     A file whose first line is not a whole JSON value is taken for one (pretty-printed)
-    document and parsed whole, up to DOCUMENT_LIMIT; if that fails it is read as lines.
+    document and parsed whole, up to the document cap; if that fails it is read as lines.
     """
     blocks = iter_line_blocks(stream, progress, BLOCK_BYTES)
     cap = cap_of(stream)
-    document_limit = min(DOCUMENT_LIMIT, cap.max_bytes) if cap else DOCUMENT_LIMIT
+    document_limit = cap.max_document_bytes if cap else DOCUMENT_LIMIT
     first = next(blocks, None)
     if first is None:
         return

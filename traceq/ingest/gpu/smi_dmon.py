@@ -113,6 +113,12 @@ class DmonReader:
             self.writer.write("quarantine", quarantine_rows(rows, "dmon row before any header"))
             return
         names = self.names
+        mapped = [COLUMNS[x.lower()][0] for x in names if x.lower() in COLUMNS]
+        repeated = sorted({c for c in mapped if mapped.count(c) > 1})
+        if repeated:  # found by tests/test_hostile_fuzz.py: a header naming `gpu` twice
+            reason = f"the header names {repeated[0]!r} twice"
+            self.writer.write("quarantine", quarantine_rows(rows, reason))
+            return
         rows = rows.with_columns(_f=pl.col("line").str.extract_all(r"\S+"))
         n = pl.col("_f").list.len()
         wrong = rows.filter(n != len(names))

@@ -115,9 +115,10 @@ class Dataset:
             raise DatasetError(msg)
         return rel
 
-    def _inside(self, rel: Any) -> Path:
-        """The dataset file at `rel`, refused if it is shaped wrong or resolves elsewhere (a
-        link); checked with the file system only where a file is read or deleted."""
+    def path_of(self, rel: Any) -> Path:
+        """The dataset file at `rel` (a `files` value of the manifest), refused if it is shaped
+        wrong or resolves outside the dataset (a link). Every reader of listed files goes
+        through here; the file system is asked only where a file is read or deleted."""
         path = self.root / self._listed(rel)
         if not path.resolve().is_relative_to(self.root.resolve()):
             msg = f"{path} resolves outside the dataset; refusing to read or delete it"
@@ -185,7 +186,7 @@ class Dataset:
     def table_files(self, table: str) -> list[Path]:
         """Parquet files of `table`, in ingest order, as listed by the manifest."""
         return [
-            self._inside(s["files"][table]) for s in self.sources() if table in s.get("files", {})
+            self.path_of(s["files"][table]) for s in self.sources() if table in s.get("files", {})
         ]
 
     # -- writing -------------------------------------------------------------------------
@@ -250,7 +251,7 @@ class Dataset:
             manifest["sources"] = [s for s in manifest["sources"] if s not in same + old]
             for prior in same:
                 for rel in prior.get("files", {}).values():
-                    self._inside(rel).unlink(missing_ok=True)
+                    self.path_of(rel).unlink(missing_ok=True)
             files = {}
             for table, path in staged.items():
                 (self.root / table).mkdir(exist_ok=True)
@@ -261,7 +262,7 @@ class Dataset:
             self._write_manifest(manifest)
             for prior in old:  # unlisted now; removed only after the manifest no longer lists them
                 for rel in prior.get("files", {}).values():
-                    self._inside(rel).unlink(missing_ok=True)
+                    self.path_of(rel).unlink(missing_ok=True)
         return True
 
 

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint bench docs sample-traces large-dataset browser-setup app
+.PHONY: setup demo test lint bench docs sample-traces large-dataset browser-setup app fuzz
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ test: lint browser-setup
 # The postmortem app: pick a bundled scenario, a dataset or upload files (or: traceq app DATASET).
 app: setup
 	$(BIN)/traceq app
+
+# The reader fuzz tests at length (500 mutated samples per reader family; docs/RELIABILITY.md).
+fuzz: setup
+	TRACEQ_FUZZ=long $(BIN)/python -m pytest -q tests/test_hostile_fuzz.py
 
 bench: setup
 	$(BIN)/python bench/otlp_json_ingest.py

@@ -173,3 +173,4 @@ def test_max_line_bytes_default_matches_the_readers():
     from traceq.ingest import blocks
 
     assert cli.MAX_LINE_BYTES == blocks.MAX_LINE_BYTES
+    assert cli.MAX_DOCUMENT_BYTES == blocks.MAX_DOCUMENT_BYTES

@@ -131,3 +131,16 @@ def test_disk_full_leaves_no_staging(tmp_path: Path) -> None:
     assert list((ds / ".staging").iterdir()) == []
     assert (ds / "manifest.json").read_text() == before  # the dataset is as it was
     assert traceq.ingest([big], ds)[0].status == "ingested"  # and works once there is room
+
+
+def test_listed_file_that_links_outside_is_not_read(tmp_path: Path) -> None:
+    ds = tmp_path / "ds"
+    traceq.ingest([_source(tmp_path)], ds)
+    [entry] = json.loads((ds / "manifest.json").read_text())["sources"]
+    listed = ds / entry["files"]["requests"]
+    outside = tmp_path / "outside.parquet"
+    listed.rename(outside)
+    listed.symlink_to(outside)
+    with pytest.raises(DatasetError, match="resolves outside the dataset"):
+        traceq.open(ds)
+    assert outside.exists()

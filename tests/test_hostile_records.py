@@ -24,3 +24,22 @@ def test_invalid_utf8_quarantines_one_span_of_the_line(tmp_path: Path) -> None:
     [(location, reason, raw)] = con.sql("SELECT location, reason, raw FROM quarantine").fetchall()
     assert (location, reason) == ("line 1", "span with invalid UTF-8 (its line's other spans kept)")
     assert "req-\ufffd1" in raw
+
+
+def test_dmon_header_naming_a_column_twice(tmp_path: Path) -> None:
+    """Found by tests/test_hostile_fuzz.py: a real nvidia-smi dmon file whose header names `gpu`
+    twice crashed the reader (polars DuplicateError); now its rows are quarantined, and the
+    rows under the next, good header land."""
+    real = Path(__file__).parent / "data" / "real" / "gpu"
+    text = (real / "nvidia-smi_dmon_s_pucvmet_jpg_ofa_doc_example.txt").read_text()
+    bad = text.replace("# gpu ", "# gpu gpu ", 1)
+    src = tmp_path / "dmon.txt"
+    src.write_text(bad + text)
+    [result] = traceq.ingest([src], tmp_path / "ds")
+    assert result.status == "ingested"
+    con = traceq.open(tmp_path / "ds")
+    reasons = con.sql("SELECT DISTINCT reason FROM quarantine").fetchall()
+    assert reasons == [("the header names 'gpu' twice",)]
+    traceq.ingest([real / "nvidia-smi_dmon_s_pucvmet_jpg_ofa_doc_example.txt"], tmp_path / "good")
+    count = "SELECT count(*) FROM gpu_samples"
+    assert con.sql(count).fetchall() == traceq.open(tmp_path / "good").sql(count).fetchall()

@@ -39,8 +39,9 @@ LAZY_COMMANDS = {
     "report": "traceq.cli_report:report_cmd",
 }
 MAX_LINE_BYTES = 32 << 20
-"""Default of `--max-line-bytes`; traceq/ingest/blocks.py holds the same (a test keeps them
-equal) so that `traceq --help` imports no reader."""
+MAX_DOCUMENT_BYTES = 256 << 20
+"""Defaults of `--max-line-bytes` / `--max-document-bytes`; traceq/ingest/blocks.py holds the
+same (a test keeps them equal) so that `traceq --help` imports no reader."""
 
 
 class _LazyGroup(click.Group):
@@ -96,6 +97,12 @@ def _input_size(paths: tuple[str, ...]) -> int:
 @click.option("--max-line-bytes", type=click.IntRange(min=1), default=MAX_LINE_BYTES,
               show_default=True, help="Longest line (or JSON document) held in memory; "
               "longer ones are quarantined unread.")  # fmt: skip
+@click.option("--max-document-bytes", type=click.IntRange(min=1), default=MAX_DOCUMENT_BYTES,
+              show_default=True, help="Largest file of a format parsed whole (load-test JSON "
+              "exports, Jaeger); parsing takes ~12x its size in memory.")  # fmt: skip
+@click.option("--max-document-bytes", type=click.IntRange(min=1), default=MAX_DOCUMENT_BYTES,
+              show_default=True, help="Largest file of a format parsed whole (load-test JSON "
+              "exports, Jaeger); parsing takes ~12x its size in memory.")  # fmt: skip
 def ingest_cmd(
     sources: tuple[str, ...],
     dataset: str,
@@ -111,6 +118,7 @@ def ingest_cmd(
     host: str | None,
     replace: bool,
     max_line_bytes: int,
+    max_document_bytes: int,
 ) -> None:
     """Ingest trace, log and telemetry files (directories recurse) into DATASET."""
     from traceq.dataset import DatasetError
@@ -130,6 +138,7 @@ def ingest_cmd(
         instance=instance,
         host=host,
         max_line_bytes=max_line_bytes,
+        max_document_bytes=max_document_bytes,
     )
     if fmt != "auto" and fmt not in formats():
         raise Failure(f"unknown format {fmt!r}; run `traceq formats`")

@@ -105,21 +105,24 @@ class Dataset:
                 )
                 raise DatasetError(msg)
 
-    def _inside(self, rel: Any) -> Path:
-        """The dataset file at `rel` (a path from the manifest), refused if outside the dataset."""
-        path = self.root / str(rel)
-        root = self.root.resolve()
-        if (
-            not isinstance(rel, str)
-            or Path(rel).is_absolute()
-            or ".." in Path(rel).parts
-            or not path.resolve().is_relative_to(root)
-            or path.resolve() == root
-        ):
+    def _listed(self, rel: Any) -> str:
+        """`rel` (a path from the manifest) if it has the shape `<table>/<name>.parquet`."""
+        table, _, name = rel.partition("/") if isinstance(rel, str) else ("", "", "")
+        if table not in TABLES or not name.endswith(".parquet") or "/" in name or name[0] == ".":
             msg = (
                 f"{self.root / MANIFEST} lists {rel!r}, which is not inside the dataset; "
                 "refusing to read or delete it (restore the manifest or re-ingest)"
             )
+            raise DatasetError(msg)
+        return rel
+
+    def path_of(self, rel: Any) -> Path:
+        """The dataset file at `rel` (a `files` value of the manifest), refused if it is shaped
+        wrong or resolves outside the dataset (a link). Every reader of listed files goes
+        through here; the file system is asked only where a file is read or deleted."""
+        path = self.root / self._listed(rel)
+        if not path.resolve().is_relative_to(self.root.resolve()):
+            msg = f"{path} resolves outside the dataset; refusing to read or delete it"
             raise DatasetError(msg)
         return path
 
@@ -153,7 +156,7 @@ class Dataset:
             raise DatasetError(msg)
         for s in sources:
             for rel in s.get("files", {}).values():
-                self._inside(rel)
+                self._listed(rel)
         return manifest
 
     def sources(self) -> list[dict[str, Any]]:
@@ -184,7 +187,7 @@ class Dataset:
     def table_files(self, table: str) -> list[Path]:
         """Parquet files of `table`, in ingest order, as listed by the manifest."""
         return [
-            self._inside(s["files"][table]) for s in self.sources() if table in s.get("files", {})
+            self.path_of(s["files"][table]) for s in self.sources() if table in s.get("files", {})
         ]
 
     # -- writing -------------------------------------------------------------------------
@@ -209,7 +212,7 @@ class Dataset:
     def _settle_pick(self, manifest: dict[str, Any]) -> dict[str, Any]:
         """Which row stands for each request, settled for the sources about to be listed
         (traceq/pick.py); every manifest write goes through here, under the lock."""
-        return pick.settle(self.root, manifest)
+        return pick.settle(self.root, manifest, self.path_of)
 
     def sweep(self) -> None:
         """Remove staging dirs of dead ingests and Parquet files no manifest entry lists."""
@@ -274,7 +277,7 @@ class Dataset:
             self._write_manifest(manifest)
             # unlisted now: removed only after the manifest no longer lists them
             for rel in taken - set(files.values()):
-                self._inside(rel).unlink(missing_ok=True)
+                self.path_of(rel).unlink(missing_ok=True)
         return True
 
     def _free_name(self, table: str, source_id: str, taken: set[str]) -> str:

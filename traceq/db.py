@@ -72,7 +72,7 @@ def connect(
         con.execute("SET threads = ?", [threads])
     files: list[str] = []
     for table in TABLES:
-        paths = [str(ds.root / s["files"][table]) for s in _listed(manifest, table)]
+        paths = [str(ds.path_of(s["files"][table])) for s in _listed(manifest, table)]
         files += paths
         con.register(f"_empty_{table}", empty(table).to_arrow())
         if paths:
@@ -125,7 +125,7 @@ def _register_pick(
         for mode in ("all", "some"):
             name = f"_tokens_{role}_{mode}"
             paths = [
-                str(ds.root / s["files"]["tokens"])
+                str(ds.path_of(s["files"]["tokens"]))
                 for sid, s in listed.items()
                 if modes.get(sid, {}).get(role) == mode
             ]

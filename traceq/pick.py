@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ def compute(con: duckdb.DuckDBPyConnection, order: list[str]) -> None:
     con.execute(SQL)
 
 
-def settle(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+def settle(root: Path, manifest: dict[str, Any], path_of: Callable[[str], Path]) -> dict[str, Any]:
     """`manifest` with its `request_pick` entry brought up to date; writes the pick file.
 
     Called with the dataset lock held, just before the manifest is written (traceq/dataset.py),
@@ -95,7 +96,7 @@ def settle(root: Path, manifest: dict[str, Any]) -> dict[str, Any]:
         con.execute("SET temp_directory = ?", [str(scratch / "duckdb.tmp")])
         con.execute("SET memory_limit = ?", [PICK_MEMORY])
         by_id = {s["source_id"]: s for s in manifest["sources"]}
-        files = [str(root / by_id[sid]["files"]["requests"]) for sid in sources]
+        files = [str(path_of(by_id[sid]["files"]["requests"])) for sid in sources]
         con.read_parquet(files, union_by_name=True).create_view("requests")
         compute(con, sources)
         tmp = scratch / "pick.parquet"

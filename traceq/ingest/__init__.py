@@ -174,7 +174,7 @@ def ingest(
         ds = Dataset(dataset, create=True)
         ds.sweep()
         sources = sorted(
-            (Source(p, cap=LineCap(options.max_line_bytes)) for p, _ in files),
+            (Source(p, cap=_cap(options)) for p, _ in files),
             key=lambda s: _needs_year(s, fmt, options),
         )
         results = [_ingest_one(ds, s, fmt, options, progress or _noop, replace) for s in sources]
@@ -206,6 +206,10 @@ def _needs_year(source: Source, fmt: str, options: IngestOptions) -> bool:
         return (fmt if fmt != "auto" else _detect(source, fmt)[1]) in _YEARLESS
     except OSError:  # unreadable: listed as such by _ingest_one
         return False
+
+
+def _cap(options: IngestOptions) -> LineCap:
+    return LineCap(options.max_line_bytes, options.max_document_bytes)
 
 
 def _ingest_one(
@@ -242,7 +246,7 @@ def _ingest_one(
         writer.discard()
         raise
     except (Exception, pl.exceptions.PanicException) as exc:
-        if isinstance(exc, OSError) and write_error(ds.root, exc):
+        if isinstance(exc, OSError) and _writing(ds, exc):
             writer.discard()  # disk full etc.: nothing of this source stays in .staging
             raise
         # A reader bug, or a shape of input no reader foresaw: this file's rows are dropped,
@@ -317,6 +321,13 @@ def _read(
     if source.cap.rejected:
         writer.write("quarantine", pl.DataFrame(source.cap.rejected))
     return "ingested"
+
+
+def _writing(ds: Dataset, exc: OSError) -> bool:
+    """An environment error writing the dataset (not one reading the input)."""
+    name = exc.filename
+    inside = name is None or Path(os.fsdecode(name)).resolve().is_relative_to(ds.root.resolve())
+    return inside and write_error(ds.root, exc) is not None
 
 
 def _unreadable(ds: Dataset, source: Source, exc: OSError) -> IngestResult:

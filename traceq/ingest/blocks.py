@@ -1,9 +1,10 @@
 """Reading a stream in bounded blocks of whole lines, shared by the line-oriented readers.
 
-`LineCap` is the one memory bound of every reader: no line (and no whole JSON document of
-the formats read whole) longer than `max_bytes` is ever held. `Source.open()` attaches the
-cap of the ingest to the stream; what exceeds it is listed in `cap.rejected`, which the
-ingest driver writes to quarantine (traceq/ingest/__init__.py), so nothing passes unnoticed.
+`LineCap` is the one memory bound of every reader: no line longer than `max_bytes`, and no
+whole document of the formats parsed whole longer than `max_document_bytes`, is ever held.
+`Source.open()` attaches the cap of the ingest to the stream; what exceeds it is listed in
+`cap.rejected`, which the ingest driver writes to quarantine (traceq/ingest/__init__.py), so
+nothing passes unnoticed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import orjson
 from traceq.schema import RAW_LIMIT
 
 MAX_LINE_BYTES = 32 << 20  # default cap (32 MiB): `--max-line-bytes` / IngestOptions changes it
+# Formats parsed as one JSON document (load-test exports, Jaeger, pretty-printed OTLP) are held
+# whole, and parsing costs ~12x their size: a real GenAI-Perf export is ~30 kB per request.
+MAX_DOCUMENT_BYTES = 256 << 20  # `--max-document-bytes`
 NEWLINE = 10
 
 
@@ -26,14 +30,17 @@ class LineCap:
     """The longest line or document a reader may hold in memory, and the ones that were longer."""
 
     max_bytes: int = MAX_LINE_BYTES
+    max_document_bytes: int = MAX_DOCUMENT_BYTES
     rejected: list[dict[str, str]] = field(default_factory=list)
 
-    def reject(self, location: str, what: str, head: bytes) -> None:
+    def reject(self, location: str, what: str, head: bytes, document: bool = False) -> None:
         """Quarantine one over-long line / document (its head is kept as `raw`)."""
-        reason = (
-            f"{what} longer than {self.max_bytes:,} bytes, not read "
-            "(raise --max-line-bytes to read it)"
+        limit, option = (
+            (self.max_document_bytes, "--max-document-bytes")
+            if document
+            else (self.max_bytes, "--max-line-bytes")
         )
+        reason = f"{what} longer than {limit:,} bytes, not read (raise {option} to read it)"
         raw = head[:RAW_LIMIT].decode("utf-8", "replace")
         self.rejected.append({"location": location, "reason": reason, "raw": raw})
 
@@ -76,7 +83,7 @@ def iter_line_blocks(
                 cap.reject(f"line {first}", "line", part[:RAW_LIMIT])
             else:
                 yield part, first
-            line_no += block.count(b"\n")
+        line_no += block.count(b"\n")
         if len(carry) > limit:
             cap.reject(f"line {line_no}", "line", carry)
             carry, skipping = b"", True
@@ -115,11 +122,11 @@ def read_whole(stream: BinaryIO, progress: Callable[[int], None]) -> bytes | Non
         data = stream.read()
         progress(len(data))
         return data
-    data = stream.read(cap.max_bytes + 1)
+    data = stream.read(cap.max_document_bytes + 1)
     progress(len(data))
-    if len(data) <= cap.max_bytes:
+    if len(data) <= cap.max_document_bytes:
         return data
-    cap.reject("file", "document", data)
+    cap.reject("file", "document", data, document=True)
     del data
     while chunk := stream.read(1 << 24):  # stream the rest past, for the progress bar
         progress(len(chunk))

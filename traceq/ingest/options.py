@@ -5,7 +5,7 @@ from __future__ import annotations
 import zoneinfo
 from dataclasses import dataclass, field
 
-from traceq.ingest.blocks import MAX_LINE_BYTES
+from traceq.ingest.blocks import MAX_DOCUMENT_BYTES, MAX_LINE_BYTES
 from traceq.ingest.clocks import check_instant, check_year
 from traceq.ingest.otel.spans import SpanConventions
 from traceq.ingest.source import InputError
@@ -37,6 +37,9 @@ class IngestOptions:
     references: tuple[tuple[int, int], ...] = ()
     """Time ranges (ns) of the dataset's sources with an absolute clock, filled by the driver
     for each file: a yearless log takes the year that matches them (`ingest/clocks.py`)."""
+    max_document_bytes: int = MAX_DOCUMENT_BYTES
+    """Largest file of a format parsed as one JSON document (load-test exports, Jaeger,
+    pretty-printed OTLP); parsing takes about 12x its size in memory."""
 
     def check(self) -> None:
         """Raise InputError for an option no reader could use (checked once per ingest)."""
@@ -45,8 +48,8 @@ class IngestOptions:
         except (zoneinfo.ZoneInfoNotFoundError, ValueError) as exc:
             msg = f"unknown time zone {self.tz!r} (--tz)"
             raise InputError(msg) from exc
-        if self.max_line_bytes < 1:
-            msg = f"--max-line-bytes must be positive, got {self.max_line_bytes}"
+        if min(self.max_line_bytes, self.max_document_bytes) < 1:
+            msg = "--max-line-bytes and --max-document-bytes must be positive"
             raise InputError(msg)
         problems = (
             check_year(self.year),

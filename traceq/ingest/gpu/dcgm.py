@@ -225,6 +225,7 @@ class DcgmiReader:
         self.unrecognised: Counter[str] = Counter()
         self.interval_from_command: float | None = None
         self.nan = 0
+        self.headers = 0  # `#Entity` lines: a file of headers only still shows what it held
 
     def read_block(self, block: pl.DataFrame) -> None:
         line = pl.col("line")
@@ -241,6 +242,7 @@ class DcgmiReader:
             .otherwise(pl.lit("other"))
         )
         block = block.with_columns(_kind=kind, _seg=(kind == "header").cum_sum())
+        self.headers += block.filter(pl.col("_kind") == "header").height
         for text in block.filter(pl.col("_kind") == "command")["line"]:
             self.unrecognised["command line"] += 1
             m = re.search(r"\s-d\s+(\d+)", text)
@@ -324,5 +326,6 @@ def ingest_dcgmi(
         "clock_domain": "assumed_interval",
         "assumptions": assumptions,
         "unrecognised": dict(reader.unrecognised),
+        "header_blocks": reader.headers,
         **counts,
     }

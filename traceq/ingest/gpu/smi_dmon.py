@@ -113,12 +113,18 @@ class DmonReader:
             self.writer.write("quarantine", quarantine_rows(rows, "dmon row before any header"))
             return
         names = self.names
+        mapped = [COLUMNS[x.lower()][0] for x in names if x.lower() in COLUMNS]
+        repeated = sorted({c for c in mapped if mapped.count(c) > 1})
+        if repeated:  # found by tests/test_hostile_fuzz.py: a header naming `gpu` twice
+            reason = f"the header names {repeated[0]!r} twice"
+            self.writer.write("quarantine", quarantine_rows(rows, reason))
+            return
         rows = rows.with_columns(_f=pl.col("line").str.extract_all(r"\S+"))
         n = pl.col("_f").list.len()
         wrong = rows.filter(n != len(names))
         if wrong.height:
-            reason = pl.format("{} fields, the header has {}", n, pl.lit(len(names)))
-            self.writer.write("quarantine", quarantine_rows(wrong, reason))
+            why = pl.format("{} fields, the header has {}", n, pl.lit(len(names)))
+            self.writer.write("quarantine", quarantine_rows(wrong, why))
         rows = rows.filter(n == len(names))
         values: list[pl.Expr] = []
         bad: list[pl.Expr] = []
@@ -147,8 +153,8 @@ class DmonReader:
         )
         flagged = frame.filter(pl.col("_bad").is_not_null() | pl.col("gpu").is_null())
         if flagged.height:
-            reason = pl.coalesce(pl.col("_bad"), pl.lit("no GPU index"))
-            self.writer.write("quarantine", quarantine_rows(flagged, reason))
+            why = pl.coalesce(pl.col("_bad"), pl.lit("no GPU index"))
+            self.writer.write("quarantine", quarantine_rows(flagged, why))
         frame = frame.filter(pl.col("gpu").is_not_null()).drop("_bad")
         frame, out_of_range = range_check(frame)
         self.writer.write("quarantine", out_of_range)

@@ -236,11 +236,11 @@ def iter_span_frames(
     """Span frames (and no-span documents) of an OTLP/JSON stream, block by block.
 
     A file whose first line is not a whole JSON value is taken for one (pretty-printed)
-    document and parsed whole, up to DOCUMENT_LIMIT; if that fails it is read as lines.
+    document and parsed whole, up to the document cap; if that fails it is read as lines.
     """
     blocks = iter_line_blocks(stream, progress, BLOCK_BYTES)
     cap = cap_of(stream)
-    document_limit = min(DOCUMENT_LIMIT, cap.max_bytes) if cap else DOCUMENT_LIMIT
+    document_limit = cap.max_document_bytes if cap else DOCUMENT_LIMIT
     first = next(blocks, None)
     if first is None:
         return
@@ -258,14 +258,22 @@ def iter_span_frames(
         else:
             lines = read_document(b"".join(b for b, _ in held))
             if lines:
-                yield documents_to_spans(_read_block(b"\n".join(lines) + b"\n", 1, quarantine))
+                yield documents_to_spans(read_lines(b"\n".join(lines) + b"\n", 1, quarantine))
                 return
     for text, at_line in itertools.chain(held, blocks):
-        for part, part_line, big in cut_long_lines(text, at_line, SPLIT_BYTES):
-            docs = _read_big_line(part, part_line, quarantine) if big else None
-            if docs is None:
-                docs = _read_block(part, part_line, quarantine)
-            yield documents_to_spans(docs)
+        yield documents_to_spans(read_lines(text, at_line, quarantine))
+
+
+def read_lines(block: bytes, first_line: int, quarantine: Quarantine) -> pl.DataFrame:
+    """OTLP documents (with `_line`) of a block of JSON lines; a line over SPLIT_BYTES is read
+    in pieces, so polars never holds a big line whole (traceq/ingest/otel/split.py)."""
+    frames = [
+        _read_big_line(part, first, quarantine) if big else _read_block(part, first, quarantine)
+        for part, first, big in cut_long_lines(block, first_line, SPLIT_BYTES)
+    ]
+    if not frames:
+        return _parse_lines([], [])
+    return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
 
 
 def _read_big_line(line: bytes, number: int, quarantine: Quarantine) -> pl.DataFrame:

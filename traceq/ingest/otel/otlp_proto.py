@@ -10,6 +10,7 @@ Messages are decoded by protobuf's C parser and mapped to OTLP/JSON documents
 
 from __future__ import annotations
 
+import io
 import struct
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
@@ -20,8 +21,8 @@ import zstandard
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from traceq.ingest.blocks import cap_of, read_whole
-from traceq.ingest.otel.otlp_json import BLOCK_BYTES, Quarantine, _read_block, documents_to_spans
+from traceq.ingest.blocks import MAX_LINE_BYTES, cap_of, read_whole
+from traceq.ingest.otel.otlp_json import BLOCK_BYTES, Quarantine, documents_to_spans, read_lines
 from traceq.ingest.otel.proto_shape import as_document
 from traceq.ingest.source import ZSTD_MAGIC
 from traceq.schema import RAW_LIMIT
@@ -75,9 +76,22 @@ def _bad(offset: int, reason: str, raw: bytes) -> dict:
     return {"location": f"offset {offset}", "reason": reason, "raw": raw[:RAW_LIMIT].hex()}
 
 
-def _to_json_line(payload: bytes) -> bytes:
+def _unzstd(payload: bytes, limit: int) -> bytes:
+    """A zstd-compressed message, decompressed up to `limit` bytes (a bomb stops there)."""
+    parts, size = [], 0
+    with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(payload)) as reader:
+        while size <= limit and (part := reader.read(min(limit + 1 - size, 1 << 24))):
+            parts.append(part)
+            size += len(part)
+    if size > limit:
+        msg = f"decompresses past the line cap of {limit:,} bytes (--max-line-bytes)"
+        raise zstandard.ZstdError(msg)
+    return b"".join(parts)
+
+
+def _to_json_line(payload: bytes, limit: int) -> bytes:
     if payload.startswith(ZSTD_MAGIC):
-        payload = zstandard.ZstdDecompressor().decompressobj().decompress(payload)
+        payload = _unzstd(payload, limit)
     if payload.lstrip()[:1] == b"{":  # a JSON message in a framed (compressed) stream
         return orjson.dumps(orjson.loads(payload))
     message = ExportTraceServiceRequest.FromString(payload)
@@ -94,13 +108,15 @@ def iter_span_frames(
     else:
         whole = read_whole(stream, lambda _: None)
         messages = iter([] if whole is None else [(0, whole)])
+    cap = cap_of(stream)
+    limit = cap.max_bytes if cap else MAX_LINE_BYTES
     lines: list[bytes] = []
     numbers: list[int] = []
     size = 0
     for number, (offset, payload) in enumerate(messages, start=1):
         progress(len(payload) + 4)
         try:
-            line = _to_json_line(payload)
+            line = _to_json_line(payload, limit)
         except (DecodeError, zstandard.ZstdError, orjson.JSONDecodeError) as exc:
             quarantine.append(_bad(offset, f"not an ExportTraceServiceRequest: {exc}", payload))
             continue
@@ -117,7 +133,7 @@ def iter_span_frames(
 def _frame_block(
     lines: list[bytes], numbers: list[int], quarantine: Quarantine
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    docs = _read_block(b"\n".join(lines) + b"\n", 1, quarantine)
+    docs = read_lines(b"\n".join(lines) + b"\n", 1, quarantine)
     # Message numbers, not line numbers, locate records in a binary file.
-    docs = docs.with_columns(_line=pl.Series(numbers[: docs.height], dtype=pl.Int64))
+    docs = docs.with_columns(_line=pl.Series(numbers, dtype=pl.Int64).gather(docs["_line"] - 1))
     return documents_to_spans(docs)

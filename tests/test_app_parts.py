@@ -152,11 +152,16 @@ def test_waterfall_lays_phases_end_to_end(session, window):
 
 
 def test_evidence_chart_only_when_there_is_a_shape():
-    assert charts.evidence(["a"], []) is None
-    assert charts.evidence(["msg"], [{"msg": "x"}]) is None
-    timed = charts.evidence(["ts", "v"], [{"ts": 1_000_000_000, "v": 1.0}])
+    assert charts.evidence(["a"], []) == []
+    assert charts.evidence(["msg"], [{"msg": "x"}]) == []
+    t0 = 1_749_981_600_000_000_000
+    rows = [{"ts": t0 + i * 10**10, "ts_end": t0 + (i + 1) * 10**10, "kv": 0.5, "ttft_ms": 9e3}
+            for i in range(3)]  # fmt: skip
+    timed = charts.evidence(["ts", "ts_end", "kv", "ttft_ms"], rows)
+    # one chart per figure, each on its own axis; the window's end stamp is no figure
+    assert [c.to_dict()["title"] for c in timed] == ["kv", "ttft_ms"]
     labelled = charts.evidence(["kind", "n"], [{"kind": "oom", "n": 3}])
-    assert timed is not None and labelled is not None
+    assert len(labelled) == 1
 
 
 # -- findings ------------------------------------------------------------------------------

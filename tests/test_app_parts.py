@@ -275,6 +275,9 @@ def test_traceq_app_serves_on_loopback(dataset):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+    # the server was the process itself: stopping it stops serving
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2)
 
 
 def test_traceq_app_refuses_a_missing_dataset(tmp_path):

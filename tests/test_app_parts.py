@@ -152,11 +152,16 @@ def test_waterfall_lays_phases_end_to_end(session, window):
 
 
 def test_evidence_chart_only_when_there_is_a_shape():
-    assert charts.evidence(["a"], []) is None
-    assert charts.evidence(["msg"], [{"msg": "x"}]) is None
-    timed = charts.evidence(["ts", "v"], [{"ts": 1_000_000_000, "v": 1.0}])
+    assert charts.evidence(["a"], []) == []
+    assert charts.evidence(["msg"], [{"msg": "x"}]) == []
+    t0 = 1_749_981_600_000_000_000
+    rows = [{"ts": t0 + i * 10**10, "ts_end": t0 + (i + 1) * 10**10, "kv": 0.5, "ttft_ms": 9e3}
+            for i in range(3)]  # fmt: skip
+    timed = charts.evidence(["ts", "ts_end", "kv", "ttft_ms"], rows)
+    # one chart per figure, each on its own axis; the window's end stamp is no figure
+    assert [c.to_dict()["title"] for c in timed] == ["kv", "ttft_ms"]
     labelled = charts.evidence(["kind", "n"], [{"kind": "oom", "n": 3}])
-    assert timed is not None and labelled is not None
+    assert len(labelled) == 1
 
 
 # -- findings ------------------------------------------------------------------------------
@@ -270,6 +275,9 @@ def test_traceq_app_serves_on_loopback(dataset):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+    # the server was the process itself: stopping it stops serving
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2)
 
 
 def test_traceq_app_refuses_a_missing_dataset(tmp_path):

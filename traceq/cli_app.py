@@ -4,7 +4,6 @@ trace the Perfetto UI opens)."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -55,6 +54,8 @@ def app_cmd(dataset: str | None, findings: str | None, host: str, port: int, bro
         "false" if browser else "true",
         "--browser.gatherUsageStats",
         "false",
+        "--client.toolbarMode",
+        "minimal",
         "--",
     ]
     if dataset is not None:
@@ -62,12 +63,11 @@ def app_cmd(dataset: str | None, findings: str | None, host: str, port: int, bro
     if findings is not None:
         command += ["--findings", str(Path(findings).resolve())]
     click.echo(f"traceq app on http://{host}:{port} (Ctrl-C stops it)", err=True)
-    try:
-        code = subprocess.call(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    except KeyboardInterrupt:
-        code = 0
-    if code:
-        raise Failure(f"streamlit exited with status {code}")
+    # Become the Streamlit server (no child left behind when this process is stopped).
+    os.environ["PYTHONUNBUFFERED"] = "1"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, command)
 
 
 @click.command("export")

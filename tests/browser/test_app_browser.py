@@ -37,7 +37,8 @@ VIEWPORT = {"width": 1400, "height": 2400}
 """Tall, so a screenshot holds a whole page (Streamlit scrolls inside its own container)."""
 DOC_CLIP = {"x": 0, "y": 0, "width": 1400, "height": 1000}
 START_TIMEOUT_S = 90
-RENDER_TIMEOUT_MS = 60_000
+RENDER_TIMEOUT_MS = 120_000
+"""Wait for a page or a rerun this long: CI machines share their cores with other work."""
 
 
 def _free_port() -> int:
@@ -68,7 +69,9 @@ def server(tmp_path_factory):
         "--server.fileWatcherType", "none", "--client.toolbarMode", "minimal",
         "--", str(dataset), "--findings", str(findings),
     ]  # fmt: skip
-    log = (work / "streamlit.log").open("w")
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    log_path = ARTEFACTS / "streamlit.log"
+    log = log_path.open("w")
     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -81,7 +84,7 @@ def server(tmp_path_factory):
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            pytest.fail(f"streamlit did not start: {(work / 'streamlit.log').read_text()[-2000:]}")
+            pytest.fail(f"streamlit did not start: {log_path.read_text()[-2000:]}")
         time.sleep(0.5)
     yield base
     proc.terminate()
@@ -104,6 +107,14 @@ def page(server):
         tab.set_default_timeout(RENDER_TIMEOUT_MS)
         yield tab
         browser.close()
+
+
+@pytest.fixture(autouse=True)
+def last_view(request, page):
+    """After each test, whatever happened, the page as it was (to read a failure in CI),
+    with the app server's log beside it."""
+    yield
+    page.screenshot(path=str(ARTEFACTS / f"last-{request.node.name}.png"))
 
 
 def settle(page: Page) -> None:

@@ -68,7 +68,7 @@ def _legend() -> alt.Legend:
 
 
 def _y_axis() -> alt.Axis:
-    return alt.Axis(minExtent=Y_AXIS_WIDTH)
+    return alt.Axis(minExtent=Y_AXIS_WIDTH, format=",.4~g")
 
 
 def _brush() -> alt.Parameter:
@@ -108,7 +108,7 @@ def series(
             color=alt.Color(
                 "series:N",
                 title=None,
-                legend=_legend(),
+                legend=_legend() if len(columns) > 1 else None,
                 scale=alt.Scale(range=list(SERIES_COLORS)),
             ),
             tooltip=[_TIME_TIP, "series:N", "value:Q"],
@@ -311,27 +311,47 @@ def waterfall(req: dict[str, Any], tokens: pl.DataFrame) -> alt.LayerChart:
 
 
 TIME_COLUMNS = ("time", "ts", "start", "window_start", "t_arrival")
+EPOCH_NS = (10**17, 4 * 10**18)
+"""Integers in this range are taken for ns since the epoch (1973 to 2096), not for figures."""
+EVIDENCE_SERIES = 4
+"""Value columns of one evidence table drawn at most (one small chart each)."""
 
 
-def evidence(columns: Sequence[str], rows: list[dict[str, Any]]) -> alt.Chart | None:
-    """A chart for an evidence table when it has a shape worth drawing, else None: a time
-    column (ns) and numbers → lines; a label column and one number → bars."""
+def stamp_columns(frame: pl.DataFrame) -> list[str]:
+    """Integer columns that hold ns stamps (`ts`, `ts_end`, `t_first_token` …): every
+    non-null value lies in EPOCH_NS."""
+    out = []
+    for c in frame.columns:
+        col = frame[c]
+        if col.dtype.is_integer() and col.null_count() < len(col):
+            lo, hi = col.min(), col.max()
+            if EPOCH_NS[0] <= lo and hi <= EPOCH_NS[1]:  # type: ignore[operator]
+                out.append(c)
+    return out
+
+
+def evidence(columns: Sequence[str], rows: list[dict[str, Any]]) -> list[alt.Chart]:
+    """Charts for an evidence table when it has a shape worth drawing: a time column (ns)
+    and figures → one small line chart per figure, each on its own scale (a ratio and a
+    latency never share an axis); a label column and a figure → bars. Else none."""
     if not rows:
-        return None
+        return []
     frame = pl.DataFrame(rows, infer_schema_length=None)
-    numeric = [c for c in columns if c in frame.columns and frame[c].dtype.is_numeric()]
-    time_col = next((c for c in TIME_COLUMNS if c in numeric), None)
+    present = [c for c in columns if c in frame.columns] or frame.columns
+    stamps = stamp_columns(frame)
+    numeric = [c for c in present if frame[c].dtype.is_numeric() and c not in stamps]
+    time_col = next((c for c in (*TIME_COLUMNS, *stamps) if c in stamps), None)
     if time_col is not None:
-        values = [c for c in numeric if c != time_col][:4]
-        if not values:
-            return None
         timed = frame.with_columns(time=pl.col(time_col) / 1e6)
-        return series(timed, values, title="", unit="", brush=False)
-    labels = [c for c in columns if c in frame.columns and frame[c].dtype == pl.String]
+        return [
+            series(timed, [c], title=c, unit="", brush=False).properties(height=170)
+            for c in numeric[:EVIDENCE_SERIES]
+        ]
+    labels = [c for c in present if frame[c].dtype == pl.String]
     if not labels or not numeric:
-        return None
+        return []
     label, value = labels[0], numeric[0]
-    return (
+    return [
         _base(frame.head(50), height=max(120, 14 * min(frame.height, 50)))
         .mark_bar()
         .encode(
@@ -339,7 +359,7 @@ def evidence(columns: Sequence[str], rows: list[dict[str, Any]]) -> alt.Chart | 
             x=alt.X(f"{value}:Q"),
             tooltip=[f"{label}:N", f"{value}:Q"],
         )
-    )
+    ]
 
 
 def row_count(chart: alt.TopLevelMixin) -> int:

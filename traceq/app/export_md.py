@@ -73,8 +73,7 @@ def _evidence(e: Evidence) -> list[str]:
             out.append("")
             out.append("(rows cut; run the SQL above for all of them)")
         out.append("")
-    chart = charts.evidence(columns, e.rows)
-    if chart is not None:
+    for chart in charts.evidence(columns, e.rows):
         spec = json.dumps(chart.to_dict(), indent=1, default=str)
         out += ["Chart (Vega-Lite):", "", "```vega-lite", spec, "```", ""]
     return out

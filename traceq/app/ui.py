@@ -113,17 +113,12 @@ def brushed_window(event: Any) -> Window | None:
 
 
 def evidence_frame(columns: list[str], rows: list[dict[str, Any]]) -> pl.DataFrame:
-    """An evidence table for display: ns stamps (`ts`, `start`, `t_*` …) as UTC times."""
+    """An evidence table for display: its ns stamps (`ts`, `ts_end`, `t_*` …) as UTC times."""
     frame = pl.DataFrame(rows, infer_schema_length=None)
     frame = frame.select([c for c in columns if c in frame.columns] or frame.columns)
-    stamps = [
-        c
-        for c in frame.columns
-        if (c in charts.TIME_COLUMNS or c.startswith("t_") or c in ("end", "window_end"))
-        and frame[c].dtype.is_integer()
-    ]
     return frame.with_columns(
-        pl.from_epoch(c, "ns").dt.replace_time_zone("UTC").alias(c) for c in stamps
+        pl.from_epoch(c, "ns").dt.replace_time_zone("UTC").alias(c)
+        for c in charts.stamp_columns(frame)
     )
 
 

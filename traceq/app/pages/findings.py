@@ -67,9 +67,10 @@ for i, f in enumerate(failed):
             )
         for e in f.evidence:
             st.markdown(f"**Evidence: {e.title}**" + (" (cut)" if e.truncated else ""))
-            chart = charts.evidence(e.columns, e.rows)
-            if chart is not None:
-                st.altair_chart(chart, width="stretch")
+            drawn = charts.evidence(e.columns, e.rows)
+            cols = st.columns(2) if len(drawn) > 1 else [st.container()]
+            for j, chart in enumerate(drawn):
+                cols[j % len(cols)].altair_chart(chart, width="stretch")
             if e.rows:
                 st.dataframe(ui.evidence_frame(e.columns, e.rows), hide_index=True, width="stretch")
             st.code(e.sql.strip(), language="sql")

@@ -90,10 +90,13 @@ def long_otlp_line(path: Path, line_bytes: int, value_bytes: int = 0) -> Path:
     return path
 
 
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec, so a child of a large test process
+# would report the parent's peak (bench/harness.py measures the same way).
 _MEASURE = """
-import atexit, resource, sys
+import atexit, sys
 def _peak():
-    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with open("/proc/self/status") as fh:
+        kib = next(int(line.split()[1]) for line in fh if line.startswith("VmHWM"))
     sys.stderr.write(f"\\npeak_rss_kib={kib}\\n")
 atexit.register(_peak)
 sys.argv = ["traceq", *sys.argv[1:]]

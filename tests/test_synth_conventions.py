@@ -61,3 +61,43 @@ def test_preemptions_counted_where_the_convention_carries_them(datasets):
         kinds = con.sql("SELECT count(*) FROM events WHERE kind = 'preemption'").fetchall()
         assert kinds == [(truth,)]
     assert datasets["sglang"][2].conventions["sglang"] == 150
+
+
+@pytest.fixture(scope="module")
+def diagnoses(tmp_path_factory):
+    """The same kv-pressure run in every convention, with its vLLM log and GPU samples (the
+    evidence an incident leaves), diagnosed by the playbook engine."""
+    from tests.playbook_helpers import ingest_folder, run
+
+    root = tmp_path_factory.mktemp("conventions-diagnosis")
+    out = {}
+    for convention in CONVENTIONS:
+        generate("kv-pressure", root / convention, seed=5, requests=150, convention=convention)
+        out[convention] = run(ingest_folder(root / convention, root / f"{convention}.tq"))
+    return out
+
+
+def _statuses(diagnosis):
+    return {f.id: f.status for f in diagnosis.findings}
+
+
+def _causes(diagnosis, *statuses):
+    return {
+        f.id: {c.id for c in f.causes if c.status in statuses}
+        for f in diagnosis.findings
+        if f.status == "fail"
+    }
+
+
+@pytest.mark.parametrize("convention", [c for c in CONVENTIONS if c != "traceq"])
+def test_same_diagnosis_in_every_convention(diagnoses, convention):
+    """Every playbook reaches the same verdict whatever the encoding. Conventions that carry
+    more (vLLM's engine-core events and SGLang's retractions count preemptions per request)
+    may confirm more causes and rank them differently; one that carries less (SGLang's traces
+    hold no prompt token counts) leaves a cause undecided (not_applicable), never refuted."""
+    base, other = diagnoses["traceq"], diagnoses[convention]
+    assert _statuses(base)["kv-pressure"] == "fail"
+    assert _statuses(other) == _statuses(base)
+    decided_or_not = _causes(other, "confirmed", "not_applicable")
+    for playbook, causes in _causes(base, "confirmed").items():
+        assert causes <= decided_or_not[playbook], (playbook, causes, decided_or_not[playbook])

@@ -100,9 +100,6 @@ def _input_size(paths: tuple[str, ...]) -> int:
 @click.option("--max-document-bytes", type=click.IntRange(min=1), default=MAX_DOCUMENT_BYTES,
               show_default=True, help="Largest file of a format parsed whole (load-test JSON "
               "exports, Jaeger); parsing takes ~12x its size in memory.")  # fmt: skip
-@click.option("--max-document-bytes", type=click.IntRange(min=1), default=MAX_DOCUMENT_BYTES,
-              show_default=True, help="Largest file of a format parsed whole (load-test JSON "
-              "exports, Jaeger); parsing takes ~12x its size in memory.")  # fmt: skip
 def ingest_cmd(
     sources: tuple[str, ...],
     dataset: str,

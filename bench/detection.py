@@ -1,151 +1,369 @@
-"""Detection quality of the playbooks: scenarios × seeds × intensities → precision, recall and
-how often the injected cause ranks first. Writes the Markdown tables of docs/DETECTION.md.
+"""Detection quality of the playbooks, scored from the synth labels: every fault scenario ×
+seeds × mild / medium / strong, whole-run and windowed (the fault confined to a slice of a
+longer healthy run), plus `healthy` at the same seeds and lengths. Regenerates the part of
+docs/DETECTION.md between its bench markers.
 
     python bench/detection.py [--seeds 5] [--workers 2] [--out /tmp/traceq-detection]
+    python bench/detection.py --replay /tmp/traceq-detection/results.json   # re-render only
 
-Intensities scale each scenario's fault knob (mild / medium = the scenario as shipped /
-strong); they are defined here until `traceq synth --intensity` lands on main, and are
-not tuned to the playbooks: each is the shipped value halved / doubled (or the nearest
-physically meaningful step). Seeds start at 11, so none is a sample_traces/ seed.
+Scoring (labels.json, written by traceq/synth/faults.py): a playbook with status `fail` is a
+TP when it is in the run's `expected_playbooks`, neither when it is in
+`tolerated_playbooks`, an FP otherwise; an expected playbook that does not fail is an FN. A
+`warn` (a secondary finding naming its root in `Cause.see`) is neither, and is counted. In
+a windowed run a TP also needs one of the finding's windows to overlap a label window;
+one that fires elsewhere is "mislocated" (FN for recall and FP for precision). Injected
+cause first: the finding's first confirmed cause is in `expected_causes[playbook]`, by name
+("strict") or through ALIAS below.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
+import os
 import shutil
+import subprocess
 import sys
-from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.playbook_helpers import ingest_folder, run  # noqa: E402
-from traceq.synth import SCENARIOS, generate  # noqa: E402
-from traceq.synth.config import Scenario  # noqa: E402
+from traceq.playbooks import load_catalog  # noqa: E402
+from traceq.synth import INTENSITIES, generate  # noqa: E402
+from traceq.synth.variants import KNOBS  # noqa: E402
 
-# The injected cause a diagnosis should rank first, per (scenario, playbook).
-CAUSE = {
-    ("long-output-tail", "long-request-tail"): "long-outputs",
-    ("client-jitter", "tbt-jitter"): "client-only",
-    ("prefill-interference", "prefill-interference"): "chunked-prefill-off",
-    ("prefill-interference", "tbt-jitter"): "prefill-interference",
-    ("kv-pressure", "kv-pressure"): "kv-budget-small",
-    ("queue-overload", "ttft-queueing"): "arrival-burst",
-    ("slow-tokenizer", "tokenizer-overhead"): "slow-tokenizer",
-    ("warm-up-skew", "warm-up-skew"): "right-after-startup",
-    ("gpu-throttle", "slow-decode"): "gpu-throttle",
-    ("fixed-length", "unrealistic-load"): "fixed-prompts",
-    ("errors", "error-rate"): "timeouts",
-    ("low-prefix-reuse", "ttft-prefill"): "prefix-cache-off",
+DOC = ROOT / "docs" / "DETECTION.md"
+START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+SEEDS_FROM = 11  # sample_traces/ and the tests use seeds 1–4
+REQUESTS = 200  # whole-run size: every fault present at every seed (docs/SYNTH.md, Python API)
+LONG_S = 480.0  # windowed runs: 8 min of traffic ...
+WINDOW = (240.0, 300.0)  # ... with 1 min of fault in the middle
+STARTUP_WINDOW = (0.0, 60.0)  # warm-up happens at startup: its window must start at 0
+
+# labels.json names the injected cause in the generator's words (FAULTS in
+# traceq/synth/faults.py), the playbooks in theirs (playbooks/*.yaml). These pairs mean the
+# same thing under different ids; docs/DETECTION.md lists them as mismatches, and the
+# "strict" cause-first rate ignores this table.
+ALIAS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("tbt-jitter", "client-side-stalls"): ("client-only",),
+    ("tbt-jitter", "long-prompt-prefills"): ("prefill-interference",),
+    ("prefill-interference", "long-prompt-prefills"): ("long-prompts-mixed",),
+    ("kv-pressure", "kv-cache-exhausted"): ("kv-saturated",),
+    ("ttft-queueing", "arrivals-above-capacity"): ("arrival-burst",),
+    ("warm-up-skew", "engine-warm-up"): ("right-after-startup",),
+    ("slow-decode", "gpu-clock-throttled"): ("gpu-throttle",),
+    ("unrealistic-load", "fixed-lengths"): ("fixed-prompts", "fixed-outputs"),
+    ("error-rate", "prompt-too-long"): ("rejected-inputs",),
+    ("error-rate", "client-timeouts"): ("timeouts",),
+    ("ttft-prefill", "prefix-cache-misses"): ("prefix-cache-off",),
 }
 
-
-def _faults(sc: Scenario, **kw: object) -> Scenario:
-    return replace(sc, faults=replace(sc.faults, **kw))
+Job = tuple[str, str, str, int, str]  # scenario, variant, intensity, seed, out dir
 
 
-def _engine(sc: Scenario, **kw: object) -> Scenario:
-    return replace(sc, engine=replace(sc.engine, **kw))
-
-
-# scenario → intensity → how to scale the shipped scenario (medium = as shipped)
-SCALE = {
-    "long-output-tail": lambda s, k: _faults(s, long_output_fraction=0.04 * k),
-    "client-jitter": lambda s, k: _faults(s, client_stall_prob=0.03 * k),
-    "prefill-interference": lambda s, k: _faults(s, long_prompt_fraction=min(0.12 * k, 0.3)),
-    # A KV budget below the longest prompt never admits it (the simulator waits forever),
-    # so kv-pressure scales the load on the shipped 5 k-token cache instead.
-    "kv-pressure": lambda s, k: replace(s, workload=replace(s.workload, rate_per_s=1.6 * k)),
-    "queue-overload": lambda s, k: _faults(s, overload_factor=1 + 14 * k),
-    "slow-tokenizer": lambda s, k: _faults(s, tokenizer_slowdown=100.0 * k),
-    "warm-up-skew": lambda s, k: _engine(s, warmup_factor=1 + 4 * k),
-    "gpu-throttle": lambda s, k: _faults(
-        s, throttle_factor=1 + 0.8 * k, throttle_clock_mhz=int(1980 / (1 + 0.8 * k))
-    ),
-    "errors": lambda s, k: _faults(s, error_fraction=0.05 * k),
-}
-INTENSITY = {"mild": 0.5, "medium": 1.0, "strong": 2.0}
-RUN = ("mild", "strong")  # medium is the scenario as shipped (sample_traces/, tests)
-
-
-def one(job: tuple[str, str, int, str]) -> tuple[str, str, int, list[str], dict[str, str]]:
-    name, intensity, seed, out = job
-    sc = SCENARIOS[name]
-    if name in SCALE:
-        sc = SCALE[name](sc, INTENSITY[intensity])
-    folder = Path(out) / f"{name}-{intensity}-{seed}"
+def one(job: Job) -> dict[str, Any]:
+    """Generate, ingest and diagnose one run; returns its labels and findings as plain data."""
+    name, variant, intensity, seed, out = job
+    folder = Path(out) / f"{name}-{variant}-{intensity}-{seed}"
     shutil.rmtree(folder, ignore_errors=True)
-    generate(sc, folder, seed=seed)
+    kw: dict[str, Any] = {"seed": seed}
+    if variant == "windowed":
+        kw["duration_s"] = LONG_S
+        if name != "healthy":
+            kw["window"] = STARTUP_WINDOW if name == "warm-up-skew" else WINDOW
+    else:
+        kw["requests"] = REQUESTS
+    if name != "healthy":
+        kw["intensity"] = intensity
+    labels = generate(name, folder, **kw)
     d = run(ingest_folder(folder, folder.with_suffix(".tq")))
-    fired = [f.id for f in d.findings if f.status == "fail"]
-    first = {
-        f.id: next((c.id for c in f.causes if c.status == "confirmed"), "-")
-        for f in d.findings
-        if f.status == "fail"
-    }
     shutil.rmtree(folder, ignore_errors=True)
     shutil.rmtree(folder.with_suffix(".tq"), ignore_errors=True)
-    return name, intensity, seed, fired, first
+    findings = [
+        {
+            "id": f.id,
+            "status": f.status,
+            "first": next((c.id for c in f.causes if c.status == "confirmed"), None),
+            "windows": [[w["start"], w["end"]] for w in f.windows if "start" in w],
+        }
+        for f in d.findings
+        if f.status in ("fail", "warn")
+    ]
+    return {
+        "scenario": name,
+        "variant": variant,
+        "intensity": intensity,
+        "seed": seed,
+        "requests": labels["truth"]["requests"],
+        "expected": labels["expected_playbooks"],
+        "tolerated": labels["tolerated_playbooks"],
+        "causes": labels["expected_causes"],
+        "windows": [[w["start"], w["end"]] for x in labels["faults"] for w in x["windows"]],
+        "findings": findings,
+    }
+
+
+def jobs(seeds: int, out: str) -> list[Job]:
+    """Every fault scenario (KNOBS) × variant × intensity × seed, then healthy per variant."""
+    todo: list[Job] = []
+    for variant in ("whole", "windowed"):
+        for seed in range(SEEDS_FROM, SEEDS_FROM + seeds):
+            todo += [(n, variant, i, seed, out) for n in KNOBS for i in INTENSITIES]
+            todo.append(("healthy", variant, "-", seed, out))
+    return todo
+
+
+def overlaps(a: list[list[int]], b: list[list[int]]) -> bool:
+    return any(s1 < e2 and s2 < e1 for s1, e1 in a for s2, e2 in b)
+
+
+def cause_ok(p: str, first: str | None, injected: list[str], alias: bool) -> bool:
+    ok = set(injected)
+    if alias:
+        ok |= {a for c in injected for a in ALIAS.get((p, c), ())}
+    return first in ok
+
+
+def score(r: dict[str, Any]) -> dict[str, Any]:
+    """One run → per playbook: tp / fp / fn / mislocated / tolerated / warn, and cause-first."""
+    fails = {f["id"]: f for f in r["findings"] if f["status"] == "fail"}
+    out: dict[str, Any] = {"tp": [], "fp": [], "fn": [], "mis": [], "tol": [], "first": {}}
+    out["warn"] = [f["id"] for f in r["findings"] if f["status"] == "warn"]
+    for p, f in fails.items():
+        if p in r["expected"]:
+            if r["variant"] == "windowed" and not overlaps(f["windows"], r["windows"]):
+                out["mis"].append(p)
+                continue
+            out["tp"].append(p)
+            out["first"][p] = f["first"]
+        else:
+            out["tol" if p in r["tolerated"] else "fp"].append(p)
+    out["fn"] = [p for p in r["expected"] if p not in fails]
+    return out
+
+
+def pr(tp: int, fp: int, fn: int) -> str:
+    p = f"{tp / (tp + fp):.2f}" if tp + fp else "–"
+    rc = f"{tp / (tp + fn):.2f}" if tp + fn else "–"
+    return f"{p} / {rc}"
+
+
+def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    faults = [r for r in results if r["scenario"] != "healthy"]
+    sc = [(r, score(r)) for r in faults]
+    playbooks = sorted({p for r in results for p in r["expected"] + r["tolerated"]})
+    playbooks += sorted({f["id"] for r in results for f in r["findings"]} - set(playbooks))
+    cnt: dict[tuple[str, str, str, str], int] = defaultdict(int)
+    for r, s in sc:
+        for k in ("tp", "fp", "fn", "mis", "tol", "warn"):
+            for p in s[k]:
+                cnt[(r["variant"], r["intensity"], p, k)] += 1
+
+    def c(v: str, i: str | None, p: str | None, k: str) -> int:
+        return sum(
+            n
+            for (v2, i2, p2, k2), n in cnt.items()
+            if v2 == v and k2 == k and i in (None, i2) and p in (None, p2)
+        )
+
+    L = [START, "", f"Run {meta['date']} on commit `{meta['commit']}`: {meta['runs']} runs "]
+    L[-1] += f"({meta['seeds']} seeds from {SEEDS_FROM}), {meta['workers']} workers, "
+    L[-1] += f"{meta['wall_s'] / 60:.1f} min wall on the shared 2-core machine."
+    L += ["", "### Whole runs (200 requests): precision / recall per intensity", ""]
+    L += ["| playbook | " + " | ".join(INTENSITIES) + " | TP | FP | FN | tolerated | warn |"]
+    L += ["|---" * (len(INTENSITIES) + 6) + "|"]
+    for p in playbooks:
+        cells = [pr(c("whole", i, p, "tp"), c("whole", i, p, "fp"), c("whole", i, p, "fn"))
+                 for i in INTENSITIES]  # fmt: skip
+        tot = [c("whole", None, p, k) for k in ("tp", "fp", "fn", "tol", "warn")]
+        L.append(f"| `{p}` | " + " | ".join(cells) + " | " + " | ".join(map(str, tot)) + " |")
+    cells = [pr(c("whole", i, None, "tp"), c("whole", i, None, "fp"), c("whole", i, None, "fn"))
+             for i in INTENSITIES]  # fmt: skip
+    tot = [c("whole", None, None, k) for k in ("tp", "fp", "fn", "tol", "warn")]
+    L.append("| **all** | " + " | ".join(cells) + " | " + " | ".join(map(str, tot)) + " |")
+
+    L += [
+        "",
+        f"### Windowed runs ({LONG_S / 60:.0f} min, fault in {WINDOW[0]:.0f}–{WINDOW[1]:.0f} s;",
+    ]
+    L[-1] += f" warm-up-skew {STARTUP_WINDOW[0]:.0f}–{STARTUP_WINDOW[1]:.0f} s)"
+    L += ["", "Precision / recall with the window check (a mislocated fail is an FN and an FP);"]
+    L += ['"anywhere" is the recall when any fail of the expected playbook counts.', ""]
+    L += ["| playbook | " + " | ".join(INTENSITIES) + " | TP | mislocated | FP | FN | anywhere |"]
+    L += ["|---" * (len(INTENSITIES) + 6) + "|"]
+    for p in [*playbooks, None]:
+        cells = []
+        for i in INTENSITIES:
+            tp, mis = c("windowed", i, p, "tp"), c("windowed", i, p, "mis")
+            cells.append(pr(tp, c("windowed", i, p, "fp") + mis, c("windowed", i, p, "fn") + mis))
+        tp, mis, fp, fn = (c("windowed", None, p, k) for k in ("tp", "mis", "fp", "fn"))
+        any_r = f"{(tp + mis) / (tp + mis + fn):.2f}" if tp + mis + fn else "–"
+        name = f"`{p}`" if p else "**all**"
+        L.append(f"| {name} | " + " | ".join(cells) + f" | {tp} | {mis} | {fp} | {fn} | {any_r} |")
+
+    L += ["", "### Injected cause first (true positives)", ""]
+    L += ["| playbook | injected (labels) | strict | with ALIAS | first cause when not |"]
+    L += ["|---|---|---|---|---|"]
+    first_n = first_strict = first_alias = 0
+    for p in playbooks:
+        rows = [(r, s["first"][p]) for r, s in sc if p in s["first"]]
+        if not rows:
+            continue
+        injected = sorted({x for r, _ in rows for x in r["causes"].get(p, [])})
+        strict = sum(cause_ok(p, f, r["causes"].get(p, []), False) for r, f in rows)
+        alias = sum(cause_ok(p, f, r["causes"].get(p, []), True) for r, f in rows)
+        wrong = Counter(
+            f or "none confirmed"
+            for r, f in rows
+            if not cause_ok(p, f, r["causes"].get(p, []), True)
+        )
+        first_n, first_strict, first_alias = (
+            first_n + len(rows),
+            first_strict + strict,
+            first_alias + alias,
+        )
+        w = ", ".join(f"{k} {n}" for k, n in wrong.most_common()) or "–"
+        L.append(
+            f"| `{p}` | {', '.join(injected)} | {strict}/{len(rows)} | {alias}/{len(rows)} | {w} |"
+        )
+    L.append(f"| **all** | | {first_strict}/{first_n} | {first_alias}/{first_n} | |")
+    for v in ("whole", "windowed"):
+        rows = [(p, r, f) for r, s in sc if r["variant"] == v for p, f in s["first"].items()]
+        st = sum(cause_ok(p, f, r["causes"].get(p, []), False) for p, r, f in rows)
+        al = sum(cause_ok(p, f, r["causes"].get(p, []), True) for p, r, f in rows)
+        L.append(f"| all, {v} runs | | {st}/{len(rows)} | {al}/{len(rows)} | |")
+
+    L += ["", "### Cause ids: labels vs playbooks", ""]
+    have = {p.id: {x.id for x in p.causes} for p in load_catalog().playbooks}
+    pairs = sorted({(p, x) for r in faults for p, xs in r["causes"].items() for x in xs})
+    L += ["| playbook | injected cause (labels.json) | a playbook cause of that id? | ALIAS |"]
+    L += ["|---|---|---|---|"]
+    for p, x in pairs:
+        al = ", ".join(ALIAS.get((p, x), ())) or "–"
+        L.append(f"| `{p}` | `{x}` | {'yes' if x in have.get(p, set()) else 'no'} | {al} |")
+
+    healthy = [r for r in results if r["scenario"] == "healthy"]
+    bad = [r for r in healthy if any(f["status"] == "fail" for f in r["findings"])]
+    L += ["", f"### Healthy: {len(bad)} of {len(healthy)} runs with a `fail`", ""]
+    for r in bad:
+        fired = ", ".join(f["id"] for f in r["findings"] if f["status"] == "fail")
+        L.append(f"- {r['variant']} seed {r['seed']}: {fired}")
+    warned = sum(1 for r in healthy for f in r["findings"] if f["status"] == "warn")
+    L.append(f"- warns on healthy: {warned}")
+
+    strong = (c("whole", "strong", None, "tp"), c("whole", "strong", None, "fn"))
+    mild = (c("whole", "mild", None, "tp"), c("whole", "mild", None, "fn"))
+    tp, fp = c("whole", None, None, "tp"), c("whole", None, None, "fp")
+    wtp = c("windowed", None, None, "tp")
+    wfp = c("windowed", None, None, "fp") + c("windowed", None, None, "mis")
+    ws = [c("windowed", i, None, k) for i in ("strong", "mild") for k in ("tp", "fn", "mis")]
+
+    def ratio(a: int, b: int) -> str:
+        return f"{a}/{b} = {a / b:.2f}" if b else "–"
+
+    L += ["", "### Against the targets (computed)", ""]
+    L += ["| target | whole runs | windowed | holds (whole / windowed) |", "|---|---|---|---|"]
+    rows3 = [
+        ("recall ≥ 0.9 at strong", strong[0], sum(strong), ws[0], sum(ws[0:3]), 0.9),
+        ("recall ≥ 0.7 at mild", mild[0], sum(mild), ws[3], sum(ws[3:6]), 0.7),
+        ("precision ≥ 0.8", tp, tp + fp, wtp, wtp + wfp, 0.8),
+    ]
+    for t, a, b, wa, wb, lim in rows3:
+        h = ["yes" if y and x / y >= lim else "no" for x, y in ((a, b), (wa, wb))]
+        L.append(f"| {t} | {ratio(a, b)} | {ratio(wa, wb)} | {h[0]} / {h[1]} |")
+    hb = [sum(1 for r in bad if r["variant"] == v) for v in ("whole", "windowed")]
+    hn = [sum(1 for r in healthy if r["variant"] == v) for v in ("whole", "windowed")]
+    L.append(f"| zero `fail` on healthy | {hb[0]} of {hn[0]} | {hb[1]} of {hn[1]} | "
+             f"{'yes' if not hb[0] else 'no'} / {'yes' if not hb[1] else 'no'} |")  # fmt: skip
+    ok = first_alias / first_n >= 0.8 if first_n else False
+    L.append(
+        f"| injected cause first ≥ 0.8 | {ratio(first_alias, first_n)} with ALIAS, "
+        f"{ratio(first_strict, first_n)} strict (both variants) | | {'yes' if ok else 'no'} |"
+    )
+
+    L += ["", "### Every run", "", "Fails per seed; `!` false positive, `~` tolerated, "]
+    L[-1] += "`@` mislocated, `(…)` warn, `–` nothing."
+    seeds = sorted({r["seed"] for r in results})
+    L += ["", "| scenario | variant | intensity | " + " | ".join(map(str, seeds)) + " |"]
+    L += ["|---" * (3 + len(seeds)) + "|"]
+    by = {(r["scenario"], r["variant"], r["intensity"], r["seed"]): r for r in results}
+    order = {i: n for n, i in enumerate(INTENSITIES)}
+    for key in sorted({k[:3] for k in by}, key=lambda k: (k[0], k[1], order.get(k[2], -1))):
+        cells = []
+        for seed in seeds:
+            r = by.get((*key, seed))
+            if r is None:
+                cells.append("")
+                continue
+            s = score(r)
+            mark = [p for p in s["tp"]] + [f"!{p}" for p in s["fp"]]
+            mark += [f"~{p}" for p in s["tol"]] + [f"@{p}" for p in s["mis"]]
+            mark += [f"({p})" for p in s["warn"]]
+            cells.append(", ".join(mark) or "–")
+        L.append(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(cells) + " |")
+    return "\n".join([*L, "", END])
+
+
+def write_doc(block: str, doc: Path) -> None:
+    text = doc.read_text()
+    if START in text and END in text:
+        head, rest = text.split(START, 1)
+        text = head + block + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n" + block + "\n"
+    doc.write_text(text)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default="/tmp/traceq-detection")
+    ap.add_argument("--replay", help="results.json of an earlier run: render it only")
+    ap.add_argument("--doc", default=str(DOC))
     a = ap.parse_args()
-    names = [n for n in SCENARIOS if n != "large"]
-    jobs = [
-        (n, i, seed, a.out)
-        for n in names
-        for i in (RUN if n in SCALE else ["medium"])
-        for seed in range(11, 11 + a.seeds)
-    ]
-    Path(a.out).mkdir(parents=True, exist_ok=True)
-    with ProcessPoolExecutor(a.workers) as pool:
-        results = list(pool.map(one, jobs))
-    report(results)
-
-
-def report(results: list[tuple[str, str, int, list[str], dict[str, str]]]) -> None:
-    expected = {n: set(sc.expected_playbooks) for n, sc in SCENARIOS.items()}
-    tp, fp, fn, first_ok, first_n = (defaultdict(int) for _ in range(5))
-    by_intensity: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    playbooks = sorted({p for e in expected.values() for p in e})
-    for name, intensity, _seed, fired, first in results:
-        for p in playbooks:
-            hit, want = p in fired, p in expected[name]
-            tp[p] += hit and want
-            fp[p] += hit and not want
-            fn[p] += want and not hit
-            if want:
-                by_intensity[intensity][0] += hit
-                by_intensity[intensity][1] += 1
-            if hit and want and (name, p) in CAUSE:
-                first_n[p] += 1
-                first_ok[p] += first.get(p) == CAUSE[(name, p)]
-    print("| playbook | TP | FP | FN | precision | recall | injected cause first |")
-    print("|---|---|---|---|---|---|---|")
-    for p in playbooks:
-        prec = tp[p] / (tp[p] + fp[p]) if tp[p] + fp[p] else float("nan")
-        rec = tp[p] / (tp[p] + fn[p]) if tp[p] + fn[p] else float("nan")
-        cf = f"{first_ok[p]}/{first_n[p]}" if first_n[p] else "-"
-        print(f"| `{p}` | {tp[p]} | {fp[p]} | {fn[p]} | {prec:.2f} | {rec:.2f} | {cf} |")
-    print("\n| intensity | recall (expected playbook fired) |\n|---|---|")
-    for i in INTENSITY:
-        hit, n = by_intensity[i]
-        print(f"| {i} | {hit}/{n} = {hit / n:.2f} |" if n else f"| {i} | - |")
-    healthy = [(seed, fired) for name, _i, seed, fired, _ in results if name == "healthy"]
-    print(f"\nhealthy: {sum(1 for _, f in healthy if f)} of {len(healthy)} runs with a `fail`")
-    for seed, fired in healthy:
-        if fired:
-            print(f"  seed {seed}: {', '.join(fired)}")
-    print("\n| scenario | intensity | seed | fired |\n|---|---|---|---|")
-    for name, intensity, seed, fired, _ in sorted(results):
-        print(f"| {name} | {intensity} | {seed} | {', '.join(fired) or '-'} |")
+    if a.replay:
+        saved = json.loads(Path(a.replay).read_text())
+        results, meta = saved["results"], saved["meta"]
+    else:
+        Path(a.out).mkdir(parents=True, exist_ok=True)
+        todo = jobs(a.seeds, a.out)
+        t0, results = time.monotonic(), []
+        with ProcessPoolExecutor(a.workers) as pool:
+            futures = [pool.submit(one, j) for j in todo]
+            for k, fut in enumerate(as_completed(futures), 1):
+                r = fut.result()
+                results.append(r)
+                fired = ",".join(f["id"] for f in r["findings"] if f["status"] == "fail")
+                print(
+                    f"[{k}/{len(todo)} {time.monotonic() - t0:4.0f}s] {r['scenario']} "
+                    f"{r['variant']} {r['intensity']} {r['seed']}: {fired or '-'}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        )
+        meta = {
+            "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": rev.stdout.strip(),
+            "runs": len(results),
+            "seeds": a.seeds,
+            "workers": a.workers,
+            "wall_s": time.monotonic() - t0,
+            "cpus": os.cpu_count(),
+        }
+        (Path(a.out) / "results.json").write_text(json.dumps({"meta": meta, "results": results}))
+    block = render(results, meta)
+    write_doc(block, Path(a.doc))
+    print(block)
 
 
 if __name__ == "__main__":

@@ -179,26 +179,29 @@ class VllmRequest:
     attributes: dict = field(default_factory=dict)
 
 
+def _llm_request_attributes(r: VllmRequest) -> dict:
+    """The `gen_ai.*` attributes vLLM's `llm_request` span carries whatever its token timing."""
+    first, last = r.steps[0].generated, r.steps[-1].generated
+    return {
+        "gen_ai.request.id": r.request_id,
+        "gen_ai.usage.prompt_tokens": r.prompt_tokens,
+        "gen_ai.usage.completion_tokens": sum(len(s.ids) for s in r.steps),
+        "gen_ai.latency.time_to_first_token": (first - r.arrival) / NS,
+        "gen_ai.latency.e2e": (last - r.arrival) / NS,
+    }
+
+
 def vllm_token_event_span(tracer: trace.Tracer, r: VllmRequest) -> None:
     """`llm_request` as vLLM PR 32573 (`vllm/v1/engine/output_processor.py` and
     `observable_context.py` @5a0a83ebe720) writes it at token level: one `token_scheduled` /
     `token_generated` pair per engine step at the step's wall-clock stamps, and the
     engine-core events at their wall-clock stamps."""
-    n_out = sum(len(s.ids) for s in r.steps)
-    first, last = r.steps[0].generated, r.steps[-1].generated
+    attributes = {**_llm_request_attributes(r), "gen_ai.response.finish_reasons": '["stop"]'}
     span = tracer.start_span(
         "llm_request",
         kind=SpanKind.SERVER,
         start_time=r.arrival,
-        attributes={
-            "gen_ai.request.id": r.request_id,
-            "gen_ai.usage.prompt_tokens": r.prompt_tokens,
-            "gen_ai.usage.completion_tokens": n_out,
-            "gen_ai.latency.time_to_first_token": (first - r.arrival) / NS,
-            "gen_ai.latency.e2e": (last - r.arrival) / NS,
-            "gen_ai.response.finish_reasons": '["stop"]',
-            **r.attributes,
-        },
+        attributes={**attributes, **r.attributes},
     )
     for name, ts in r.engine_events:
         span.add_event(name, {}, ts)
@@ -298,21 +301,12 @@ def array_attributes(r: VllmRequest, encoding: str) -> dict:
 
 def vllm_array_span(tracer: trace.Tracer, r: VllmRequest, encoding: str) -> None:
     """`llm_request` with per-token arrays instead of token events."""
-    n_out = sum(len(s.ids) for s in r.steps)
-    first, last = r.steps[0].generated, r.steps[-1].generated
+    attributes = {**_llm_request_attributes(r), **array_attributes(r, encoding)}
     span = tracer.start_span(
         "llm_request",
         kind=SpanKind.SERVER,
         start_time=r.arrival,
-        attributes={
-            "gen_ai.request.id": r.request_id,
-            "gen_ai.usage.prompt_tokens": r.prompt_tokens,
-            "gen_ai.usage.completion_tokens": n_out,
-            "gen_ai.latency.time_to_first_token": (first - r.arrival) / NS,
-            "gen_ai.latency.e2e": (last - r.arrival) / NS,
-            **array_attributes(r, encoding),
-            **r.attributes,
-        },
+        attributes={**attributes, **r.attributes},
     )
     for name, ts in r.engine_events:
         span.add_event(name, {}, ts)

@@ -270,9 +270,3 @@ def read_statement(con: duckdb.DuckDBPyConnection, sql: str, error: type[Excepti
         return sql
     msg = f"only queries are allowed here, not {kind.name}: the dataset is read-only"
     raise error(msg)
-
-
-def query(con: duckdb.DuckDBPyConnection, sql: str, params: dict | None = None) -> pl.DataFrame:
-    """Run one read-only statement (SELECT / WITH / FROM / DESCRIBE …) and return polars."""
-    read_statement(con, sql, PermissionError)
-    return pl.from_arrow(con.sql(sql, params=params or None).to_arrow_table())  # type: ignore[return-value]

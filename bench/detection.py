@@ -12,8 +12,9 @@ TP when it is in the run's `expected_playbooks`, neither when it is in
 `warn` (a secondary finding naming its root in `Cause.see`) is neither, and is counted. In
 a windowed run a TP also needs one of the finding's windows to overlap a label window;
 one that fires elsewhere is "mislocated" (FN for recall and FP for precision). Injected
-cause first: the finding's first confirmed cause is in `expected_causes[playbook]`, by name
-("strict") or through ALIAS below.
+cause first: the finding's first confirmed cause is in `expected_causes[playbook]`, strictly
+by id (the synth labels use the playbooks' cause ids; tests/test_synth_labels.py keeps them
+in step).
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.playbook_helpers import ingest_folder, run  # noqa: E402
-from traceq.playbooks import load_catalog  # noqa: E402
 from traceq.synth import INTENSITIES, generate  # noqa: E402
 from traceq.synth.variants import KNOBS  # noqa: E402
 
@@ -46,24 +46,6 @@ REQUESTS = 200  # whole-run size: every fault present at every seed (docs/SYNTH.
 LONG_S = 480.0  # windowed runs: 8 min of traffic ...
 WINDOW = (240.0, 300.0)  # ... with 1 min of fault in the middle
 STARTUP_WINDOW = (0.0, 60.0)  # warm-up happens at startup: its window must start at 0
-
-# labels.json names the injected cause in the generator's words (FAULTS in
-# traceq/synth/faults.py), the playbooks in theirs (playbooks/*.yaml). These pairs mean the
-# same thing under different ids; docs/DETECTION.md lists them as mismatches, and the
-# "strict" cause-first rate ignores this table.
-ALIAS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("tbt-jitter", "client-side-stalls"): ("client-only",),
-    ("tbt-jitter", "long-prompt-prefills"): ("prefill-interference",),
-    ("prefill-interference", "long-prompt-prefills"): ("long-prompts-mixed",),
-    ("kv-pressure", "kv-cache-exhausted"): ("kv-saturated",),
-    ("ttft-queueing", "arrivals-above-capacity"): ("arrival-burst",),
-    ("warm-up-skew", "engine-warm-up"): ("right-after-startup",),
-    ("slow-decode", "gpu-clock-throttled"): ("gpu-throttle",),
-    ("unrealistic-load", "fixed-lengths"): ("fixed-prompts", "fixed-outputs"),
-    ("error-rate", "prompt-too-long"): ("rejected-inputs",),
-    ("error-rate", "client-timeouts"): ("timeouts",),
-    ("ttft-prefill", "prefix-cache-misses"): ("prefix-cache-off",),
-}
 
 Job = tuple[str, str, str, int, str]  # scenario, variant, intensity, seed, out dir
 
@@ -124,11 +106,8 @@ def overlaps(a: list[list[int]], b: list[list[int]]) -> bool:
     return any(s1 < e2 and s2 < e1 for s1, e1 in a for s2, e2 in b)
 
 
-def cause_ok(p: str, first: str | None, injected: list[str], alias: bool) -> bool:
-    ok = set(injected)
-    if alias:
-        ok |= {a for c in injected for a in ALIAS.get((p, c), ())}
-    return first in ok
+def cause_ok(first: str | None, injected: list[str]) -> bool:
+    return first in injected
 
 
 def score(r: dict[str, Any]) -> dict[str, Any]:
@@ -209,45 +188,26 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         L.append(f"| {name} | " + " | ".join(cells) + f" | {tp} | {mis} | {fp} | {fn} | {any_r} |")
 
     L += ["", "### Injected cause first (true positives)", ""]
-    L += ["| playbook | injected (labels) | strict | with ALIAS | first cause when not |"]
-    L += ["|---|---|---|---|---|"]
-    first_n = first_strict = first_alias = 0
+    L += ["| playbook | injected (labels) | first | first cause when not |"]
+    L += ["|---|---|---|---|"]
+    first_n = first_ok = 0
     for p in playbooks:
         rows = [(r, s["first"][p]) for r, s in sc if p in s["first"]]
         if not rows:
             continue
         injected = sorted({x for r, _ in rows for x in r["causes"].get(p, [])})
-        strict = sum(cause_ok(p, f, r["causes"].get(p, []), False) for r, f in rows)
-        alias = sum(cause_ok(p, f, r["causes"].get(p, []), True) for r, f in rows)
+        ok = sum(cause_ok(f, r["causes"].get(p, [])) for r, f in rows)
         wrong = Counter(
-            f or "none confirmed"
-            for r, f in rows
-            if not cause_ok(p, f, r["causes"].get(p, []), True)
+            f or "none confirmed" for r, f in rows if not cause_ok(f, r["causes"].get(p, []))
         )
-        first_n, first_strict, first_alias = (
-            first_n + len(rows),
-            first_strict + strict,
-            first_alias + alias,
-        )
+        first_n, first_ok = first_n + len(rows), first_ok + ok
         w = ", ".join(f"{k} {n}" for k, n in wrong.most_common()) or "–"
-        L.append(
-            f"| `{p}` | {', '.join(injected)} | {strict}/{len(rows)} | {alias}/{len(rows)} | {w} |"
-        )
-    L.append(f"| **all** | | {first_strict}/{first_n} | {first_alias}/{first_n} | |")
+        L.append(f"| `{p}` | {', '.join(injected)} | {ok}/{len(rows)} | {w} |")
+    L.append(f"| **all** | | {first_ok}/{first_n} | |")
     for v in ("whole", "windowed"):
         rows = [(p, r, f) for r, s in sc if r["variant"] == v for p, f in s["first"].items()]
-        st = sum(cause_ok(p, f, r["causes"].get(p, []), False) for p, r, f in rows)
-        al = sum(cause_ok(p, f, r["causes"].get(p, []), True) for p, r, f in rows)
-        L.append(f"| all, {v} runs | | {st}/{len(rows)} | {al}/{len(rows)} | |")
-
-    L += ["", "### Cause ids: labels vs playbooks", ""]
-    have = {p.id: {x.id for x in p.causes} for p in load_catalog().playbooks}
-    pairs = sorted({(p, x) for r in faults for p, xs in r["causes"].items() for x in xs})
-    L += ["| playbook | injected cause (labels.json) | a playbook cause of that id? | ALIAS |"]
-    L += ["|---|---|---|---|"]
-    for p, x in pairs:
-        al = ", ".join(ALIAS.get((p, x), ())) or "–"
-        L.append(f"| `{p}` | `{x}` | {'yes' if x in have.get(p, set()) else 'no'} | {al} |")
+        ok = sum(cause_ok(f, r["causes"].get(p, [])) for p, r, f in rows)
+        L.append(f"| all, {v} runs | | {ok}/{len(rows)} | |")
 
     healthy = [r for r in results if r["scenario"] == "healthy"]
     bad = [r for r in healthy if any(f["status"] == "fail" for f in r["findings"])]
@@ -282,10 +242,10 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     hn = [sum(1 for r in healthy if r["variant"] == v) for v in ("whole", "windowed")]
     L.append(f"| zero `fail` on healthy | {hb[0]} of {hn[0]} | {hb[1]} of {hn[1]} | "
              f"{'yes' if not hb[0] else 'no'} / {'yes' if not hb[1] else 'no'} |")  # fmt: skip
-    ok = first_alias / first_n >= 0.8 if first_n else False
+    ok = first_ok / first_n >= 0.8 if first_n else False
     L.append(
-        f"| injected cause first ≥ 0.8 | {ratio(first_alias, first_n)} with ALIAS, "
-        f"{ratio(first_strict, first_n)} strict (both variants) | | {'yes' if ok else 'no'} |"
+        f"| injected cause first ≥ 0.8 | {ratio(first_ok, first_n)} (both variants) | | "
+        f"{'yes' if ok else 'no'} |"
     )
 
     L += ["", "### Every run", "", "Fails per seed; `!` false positive, `~` tolerated, "]

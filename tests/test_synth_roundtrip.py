@@ -145,9 +145,10 @@ def test_labels_name_faults_windows_and_playbooks(tmp_path):
     assert on_disk["scenario"] == "queue-overload"
     assert on_disk["expected_playbooks"] == ["ttft-queueing"]
     assert on_disk["intensity"] == "strong" and on_disk["window"] is None
-    assert on_disk["expected_causes"] == {"ttft-queueing": ["arrivals-above-capacity"]}
+    assert on_disk["expected_causes"] == {"ttft-queueing": ["arrival-burst", "concurrency-cap"]}
     (fault,) = on_disk["faults"]
-    assert fault["fault"] == "queue-overload" and fault["cause"] == "arrivals-above-capacity"
+    assert fault["fault"] == "queue-overload"
+    assert fault["causes"] == {"ttft-queueing": ["arrival-burst", "concurrency-cap"]}
     ((lo, hi),) = ((w["start"], w["end"]) for w in fault["windows"])
     clock = on_disk["clock"]
     assert (

@@ -101,7 +101,10 @@ def test_labels_expect_what_the_scenario_says(tmp_path):
         assert labels["expected_playbooks"] == list(SCENARIOS[name].expected_playbooks), name
         assert labels["intensity"] == "strong" and labels["window"] is None
         for f in labels["faults"]:
-            assert f["cause"] == FAULTS[f["fault"]].cause
+            spec = FAULTS[f["fault"]]
+            assert set(f["causes"]) == set(spec.expected)
+            for playbook, ids in f["causes"].items():
+                assert set(spec.causes[playbook]) <= set(ids), f
             assert all(w["start"] < w["end"] for w in f["windows"])
 
 

@@ -3,7 +3,7 @@ the client-side view of the stream (network delay and stalls that only the clien
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from traceq.synth.arrivals import rng
 from traceq.synth.config import EngineConfig, FaultConfig, Scenario
@@ -37,54 +37,79 @@ class ClientView:
 
 @dataclass(frozen=True)
 class FaultSpec:
-    """What an injected fault is, for scoring a diagnosis against it (docs/SYNTH.md, Labels)."""
+    """What an injected fault is, for scoring a diagnosis against it (docs/SYNTH.md, Labels).
 
-    cause: str  # the root-cause id a playbook should rank first
-    expected: tuple[str, ...]  # playbook ids (SPEC §5) that must fire
+    Cause ids are the playbooks' own (the `causes[].id` of traceq/playbooks/catalog/*.yaml,
+    which users see in findings); tests/test_synth_labels.py checks every one exists there."""
+
+    # expected playbook (SPEC §5 id) → the ids of its causes the fault injects in every
+    # variant: what that playbook's top-ranked cause should be
+    causes: dict[str, tuple[str, ...]]
     tolerated: tuple[str, ...] = ()  # true side effects: may fire, neither hit nor false alarm
+    # causes only some variants inject too, added by `injected` where the condition holds
+    # (the comment there says which)
+    variant_causes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def expected(self) -> tuple[str, ...]:
+        """The playbooks that must fire for this fault."""
+        return tuple(self.causes)
 
 
-# Every fault the generator can inject. Playbook ids are SPEC §5's; a cause id names the
-# injected root cause the way the matching playbook's cause should be named.
+# Every fault the generator can inject.
 FAULTS: dict[str, FaultSpec] = {
-    "long-output-tail": FaultSpec("long-outputs", ("long-request-tail",), ("slo-goodput",)),
-    "client-jitter": FaultSpec("client-side-stalls", ("tbt-jitter",), ("slo-goodput",)),
+    "long-output-tail": FaultSpec({"long-request-tail": ("long-outputs",)}, ("slo-goodput",)),
+    "client-jitter": FaultSpec({"tbt-jitter": ("client-only",)}, ("slo-goodput",)),
     "prefill-interference": FaultSpec(
-        "long-prompt-prefills",
-        ("prefill-interference", "tbt-jitter"),
+        {"prefill-interference": ("long-prompts-mixed",), "tbt-jitter": ("prefill-interference",)},
         ("ttft-prefill", "ttft-queueing", "long-request-tail", "slo-goodput"),
+        # whole runs turn chunked prefill off (traceq/synth/scenarios.py); windowed keep it on
+        variant_causes={"prefill-interference": ("chunked-prefill-off",)},
     ),
     "kv-pressure": FaultSpec(
-        "kv-cache-exhausted",
-        ("kv-pressure",),
+        {"kv-pressure": ("kv-saturated",)},
         # A prompt larger than the whole cache is rejected (vLLM's "does not fit" error).
         ("ttft-queueing", "tbt-jitter", "long-request-tail", "slo-goodput", "error-rate"),
+        # whole runs shrink the budget below the traffic's own peak need; windowed runs keep a
+        # cache with headroom and overflow it with a burst of arrivals
+        variant_causes={"kv-pressure": ("kv-budget-small",)},
     ),
     "queue-overload": FaultSpec(
-        "arrivals-above-capacity", ("ttft-queueing",), ("long-request-tail", "slo-goodput")
+        # max_num_seqs=4 (default 256) is part of the scenario: the cap the burst queues at
+        {"ttft-queueing": ("arrival-burst", "concurrency-cap")},
+        ("long-request-tail", "slo-goodput"),
     ),
     "slow-tokenizer": FaultSpec(
-        "slow-tokenizer", ("tokenizer-overhead",), ("gpu-underutilized", "slo-goodput")
+        {"tokenizer-overhead": ("slow-tokenizer",)}, ("gpu-underutilized", "slo-goodput")
     ),
     "warm-up-skew": FaultSpec(
-        "engine-warm-up",
-        ("warm-up-skew",),
-        ("slow-decode", "ttft-queueing", "tbt-jitter", "long-request-tail", "slo-goodput"),
+        {"warm-up-skew": ("right-after-startup",)},
+        # steps several times slower at start-up: decode, queueing, stalls, and prefills
+        # slow enough that TTFT is mostly prefill (ttft-prefill)
+        (
+            "slow-decode",
+            "ttft-queueing",
+            "tbt-jitter",
+            "long-request-tail",
+            "slo-goodput",
+            "ttft-prefill",
+        ),
     ),
     "gpu-throttle": FaultSpec(
-        "gpu-clock-throttled",
-        ("slow-decode",),
-        ("tbt-jitter", "long-request-tail", "slo-goodput"),
+        {"slow-decode": ("gpu-throttle",)}, ("tbt-jitter", "long-request-tail", "slo-goodput")
     ),
-    "fixed-length-load": FaultSpec("fixed-lengths", ("unrealistic-load",)),
-    "rejected-requests": FaultSpec("prompt-too-long", ("error-rate",), ("slo-goodput",)),
+    # the generator fixes both lengths (and max_tokens = the output length)
+    "fixed-length-load": FaultSpec({"unrealistic-load": ("fixed-prompts", "fixed-outputs")}),
+    "rejected-requests": FaultSpec({"error-rate": ("rejected-inputs",)}, ("slo-goodput",)),
     "request-timeouts": FaultSpec(
-        "client-timeouts",
-        ("error-rate",),
+        {"error-rate": ("timeouts",)},
         ("ttft-queueing", "long-request-tail", "slo-goodput"),
+        # the timeouts are reached by an overload window (the `errors` scenario's burst)
+        variant_causes={"error-rate": ("overload",)},
     ),
+    # "off, or never hits": strong whole runs turn caching off, the others salt requests
     "low-prefix-reuse": FaultSpec(
-        "prefix-cache-misses", ("ttft-prefill",), ("ttft-queueing", "slo-goodput")
+        {"ttft-prefill": ("prefix-cache-off",)}, ("ttft-queueing", "slo-goodput")
     ),
 }
 
@@ -102,12 +127,17 @@ def injected(sc: Scenario, info: RunInfo) -> list[dict]:
     whole = _span(*windowed) if windowed else _span(info.t_first_arrival, info.t_end)
     out: list[dict] = []
 
-    def add(name: str, windows: list[dict[str, int]], **params: object) -> None:
+    def add(
+        name: str, windows: list[dict[str, int]], variant: bool = False, **params: object
+    ) -> None:
         spec = FAULTS[name]
+        causes = {p: list(ids) for p, ids in spec.causes.items()}
+        for p, ids in spec.variant_causes.items() if variant else ():
+            causes[p] += ids
         out.append(
             {
                 "fault": name,
-                "cause": spec.cause,
+                "causes": causes,
                 "windows": windows,
                 "expected_playbooks": list(spec.expected),
                 "tolerated_playbooks": list(spec.tolerated),
@@ -135,12 +165,14 @@ def injected(sc: Scenario, info: RunInfo) -> list[dict]:
             whole,
             fraction=f.long_prompt_fraction,
             prompt_tokens=list(f.long_prompt_tokens),
+            variant=not c.chunked_prefill,
             chunked_prefill=c.chunked_prefill,
         )
     if c.kv_budget_tokens < e.kv_budget_tokens:
         add(
             "kv-pressure",
             whole,
+            variant=not info.overload_ns,  # no burst: the small budget alone is the fault
             kv_budget_tokens=c.kv_budget_tokens,
             max_num_seqs=c.max_num_seqs,
             preemptions=info.preemptions,
@@ -185,6 +217,7 @@ def injected(sc: Scenario, info: RunInfo) -> list[dict]:
         add(
             "request-timeouts",
             _span(*info.overload_ns) if info.overload_ns else whole,
+            variant=bool(info.overload_ns),
             timeout_s=f.timeout_s,
             rate_factor=f.overload_factor,
             max_num_seqs=c.max_num_seqs,
@@ -208,8 +241,8 @@ def summary(faults: list[dict]) -> tuple[list[str], list[str], dict[str, list[st
         for p in x["expected_playbooks"]:
             if p not in expected:
                 expected.append(p)
-            if x["cause"] not in causes.setdefault(p, []):
-                causes[p].append(x["cause"])
+            have = causes.setdefault(p, [])
+            have += [c for c in x["causes"].get(p, []) if c not in have]
     for x in faults:
         tolerated += [p for p in x["tolerated_playbooks"] if p not in expected + tolerated]
     return expected, tolerated, causes

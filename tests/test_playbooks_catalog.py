@@ -38,7 +38,7 @@ QUIET = {
     "tokenizer-overhead": ["queue-overload", "low-prefix-reuse", "errors"],
     "slow-decode": ["slow-tokenizer", "fixed-length", "client-jitter"],
     "kv-pressure": ["queue-overload", "errors", "prefill-interference"],
-    "gpu-underutilized": ["gpu-throttle", "kv-pressure", "queue-overload"],
+    "gpu-underutilized": ["gpu-throttle", "kv-pressure", "queue-overload", "low-prefix-reuse"],
     "unrealistic-load": ["healthy", "long-output-tail", "kv-pressure"],
     "error-rate": ["queue-overload", "kv-pressure", "client-jitter"],
     "slo-goodput": ["slow-tokenizer", "client-jitter", "fixed-length"],
@@ -114,3 +114,26 @@ def test_consequences_of_another_finding_are_secondary(samples):
     assert by_id["warm-up-skew"].status == "pass"
     warm = {f.id: f for f in samples["warm-up-skew"].findings}
     assert warm["slow-decode"].status == "warn" and warm["warm-up-skew"].status == "fail"
+
+
+def test_secondary_links_never_form_a_cycle():
+    """`see` makes a finding the consequence of another; two findings pointing at each other
+    would both turn into warns and hide the root."""
+    links = {p.id: {c.see for c in p.causes if c.see} for p in load_catalog().playbooks}
+    for start in links:
+        seen, todo = set(), list(links[start])
+        while todo:
+            pid = todo.pop()
+            assert pid != start, f"{start} reaches itself through see: links"
+            if pid not in seen:
+                seen.add(pid)
+                todo += links.get(pid, ())
+
+
+def test_slow_decode_in_prefill_bursts_names_the_prefill_load(samples):
+    """Bursts of long uncached prompts slow decode steps; the finding says so and points at
+    ttft-prefill (a warn where that fails in the same window)."""
+    finding = {f.id: f for f in samples["low-prefix-reuse"].findings}["slow-decode"]
+    assert finding.status in ("fail", "warn")
+    first = finding.causes[0]
+    assert (first.id, first.status, first.see) == ("prefill-load", "confirmed", "ttft-prefill")

@@ -109,7 +109,10 @@ FAULTS: dict[str, FaultSpec] = {
     ),
     # "off, or never hits": strong whole runs turn caching off, the others salt requests
     "low-prefix-reuse": FaultSpec(
-        {"ttft-prefill": ("prefix-cache-off",)}, ("ttft-queueing", "slo-goodput")
+        {"ttft-prefill": ("prefix-cache-off",)},
+        # bursts of long, uncached Mooncake prompts: requests queue behind the prefills, and
+        # decode steps carry prefill chunks (TPOT 2-3x the floor; slow-decode: prefill-load)
+        ("ttft-queueing", "slo-goodput", "slow-decode"),
     ),
 }
 

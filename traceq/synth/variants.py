@@ -98,9 +98,10 @@ KNOBS: dict[str, tuple[Knob, ...]] = {
     ),
     "slow-tokenizer": (
         Knob("faults.tokenizer_slowdown", "× tokenization cost",
-             "tokenization 5 % of TTFT when healthy; at 16× ~26 ms a request and ~45 % of "
-             "TTFT, 1.3–1.5× tokenizer-overhead's floors (20 ms, 30 %); > 80 % at 100×",
-             16.0, 30.0, 100.0),
+             "tokenization 2 ms and 5 % of TTFT when healthy; at 18× 25–30 ms a request and "
+             "~45 % of TTFT, 1.25–1.5× tokenizer-overhead's floors (20 ms, 30 %); at 100× "
+             "~165 ms and > 80 %",
+             18.0, 30.0, 100.0),
     ),
     "warm-up-skew": (
         Knob("engine.warmup_factor", "× step cost at startup",
@@ -179,12 +180,18 @@ WINDOWED_KNOBS: dict[str, tuple[Knob, ...]] = {
     ),
     "prefill-interference": (
         Knob("engine.chunked_prefill", "on / off",
-             "off, the base traffic's own long prompts stall decodes outside the window too; "
-             "on, a long prompt still fills whole 8192-token steps of ~0.25 s",
+             "off, the base traffic's own long prompts stall decodes outside the window too",
              True, True, True),
         Knob("engine.max_num_batched_tokens", "tokens per step",
-             "the healthy engine's step budget (the whole-run variant has 32768)",
-             8192, 8192, 8192),
+             "raised for throughput (the whole-run variant has 32768): a 9–16 k prompt is one "
+             "step of 0.3–0.65 s, past the 250 ms stall floor; at the default 8192 a chunk "
+             "holds decodes ~0.23 s, the designed cost, under it",
+             16384, 16384, 16384),
+        Knob("faults.long_prompt_fraction", "share of requests in the window",
+             "at 0.8 req/s about one stream runs at a time, so a long prefill stalls about "
+             "one gap: prefill-interference's 3 stalls within two minutes take ~6 long "
+             "prompts in the minute",
+             0.12, 0.16, 0.2),
         Knob("workload.rate_per_s", "requests / s",
              "the healthy rate: at 2 req/s mixed batches already stall decodes ~0.1 s",
              0.8, 0.8, 0.8),

@@ -105,14 +105,15 @@ KNOBS: dict[str, tuple[Knob, ...]] = {
     ),
     "warm-up-skew": (
         Knob("engine.warmup_factor", "× step cost at startup",
-             "decays linearly to 1 over warmup_s: mild ≈ 1.5× slower first minute on average",
+             "decays linearly to 1 over warmup_s: mild's first minute is 1.56× slower on "
+             "average and its first 10-s windows ~2× (warm-up-skew's floor: 1.5× a window)",
              2.0, 3.0, 5.0),
     ),
     "gpu-throttle": (
         Knob("faults.throttle_factor", "× step cost in the window",
-             "slow-decode's floor is 1.8× the roofline (8.6 ms) and healthy TPOT is 5.9 ms, so "
-             "the floor is 1.46×; even strong (10.6 ms) is only 1.23× the floor, and mild "
-             "(9.7 ms) 1.13×",
+             "slow-decode's floor is 1.8× the weights roofline (4.8 ms) and healthy TPOT is "
+             "~1.17× it; strong (2.17×) is itself only 1.2× the floor, so mild (1.98×, 1.1× "
+             "the floor) lies between the floor and strong",
              1.65, 1.72, 1.8),
         Knob("faults.throttle_clock_mhz", "MHz",
              "SM clock ≈ 1980 MHz / factor, on the H100's 15 MHz steps",

@@ -189,10 +189,10 @@ WINDOWED_KNOBS: dict[str, tuple[Knob, ...]] = {
              "holds decodes ~0.23 s, the designed cost, under it",
              16384, 16384, 16384),
         Knob("faults.long_prompt_fraction", "share of requests in the window",
-             "at 0.8 req/s about one stream runs at a time, so a long prefill stalls about "
-             "one gap: prefill-interference's 3 stalls within two minutes take ~6 long "
-             "prompts in the minute",
-             0.12, 0.16, 0.2),
+             "at 0.8 req/s about one stream runs at a time, so a long prefill stalls ~0.6 "
+             "gaps: 18 % long prompts (~9 in the minute) give ~5 stalls, 1.5× "
+             "prefill-interference's 3 within two minutes",
+             0.18, 0.24, 0.3),
         Knob("workload.rate_per_s", "requests / s",
              "the healthy rate: at 2 req/s mixed batches already stall decodes ~0.1 s",
              0.8, 0.8, 0.8),

@@ -8,6 +8,7 @@ import pytest
 
 from tests.playbook_helpers import SAMPLES, failing, ingest_folder, run, synth_dataset
 from traceq.playbooks import load_catalog
+from traceq.synth import generate
 
 # scenario → {playbook that must fire: cause that must rank first}
 FIRES = {
@@ -137,3 +138,20 @@ def test_slow_decode_in_prefill_bursts_names_the_prefill_load(samples):
     assert finding.status in ("fail", "warn")
     first = finding.causes[0]
     assert (first.id, first.status, first.see) == ("prefill-load", "confirmed", "ttft-prefill")
+
+
+# A mild fault confined to one minute of an otherwise healthy run fires there: every window
+# the finding names overlaps the fault's, and its message compares inside with outside.
+@pytest.mark.parametrize(
+    ("scenario", "playbook"),
+    [("long-output-tail", "long-request-tail"), ("errors", "error-rate"),
+     ("prefill-interference", "prefill-interference")],
+)  # fmt: skip
+def test_fires_in_its_window(tmp_path, scenario, playbook):
+    folder = tmp_path / scenario
+    labels = generate(scenario, folder, seed=5, duration_s=240, window=(120, 180), intensity="mild")
+    finding = failing(run(ingest_folder(folder, tmp_path / "ds.tq"))).get(playbook)
+    assert finding, f"{playbook} did not fire on windowed mild {scenario}"
+    lo, hi = labels["window"]["start"], labels["window"]["end"]
+    assert all(w["start"] < hi and lo < w["end"] for w in finding.windows), finding.windows
+    assert "n/a" not in finding.message.split(";")[0], finding.message

@@ -191,7 +191,7 @@ def test_cli_intensity_and_window(tmp_path):
     assert "gpu-throttle (mild): 96 requests" in res.output
     labels = orjson.loads((tmp_path / "a" / "labels.json").read_bytes())
     assert labels["intensity"] == "mild"
-    assert labels["faults"][0]["params"]["step_cost_factor"] == 1.25
+    assert labels["faults"][0]["params"]["step_cost_factor"] == 1.65
     for args, message in [
         (["healthy", "--intensity", "mild"], "injects no fault"),
         (["gpu-throttle", "--window", "30-60"], "expected START:END"),

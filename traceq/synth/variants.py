@@ -2,10 +2,13 @@
 
 `KNOBS` is the one table of fault strength: scenario × intensity (mild / medium / strong) →
 knob values, each knob with its unit and the reason for its values. `strong` is the scenario
-as committed in sample_traces/ (applying it changes nothing); `mild` is barely visible but
-still a fault a careful engineer would name (the key figures, measured in docs/SYNTH.md,
-Intensity: 1.2–4× their healthy value, or a handful of stalls / preemptions / errors where
-healthy has none); `medium` lies between.
+as committed in sample_traces/ (applying it changes nothing). `mild` is the smallest fault a
+user should care about: its key figure lies modestly past the floor that the expected
+playbook documents for "worth a finding" (about 1.2–1.6× the floor, e.g. 0.3–0.4 s stalls
+against tbt-jitter's 250 ms), so a mild fault is a real but small incident, never one under
+the line; where strong itself is barely past the floor (gpu-throttle) mild stays between
+the floor and strong. `medium` lies between mild and strong. docs/SYNTH.md, Intensity, has
+the table and the measured figures.
 
 `with_window` confines a scenario's faults to a slice of an otherwise healthy run.
 """
@@ -57,64 +60,75 @@ KNOBS: dict[str, tuple[Knob, ...]] = {
              "enough long requests that a 200-request run holds several at every seed",
              0.06, 0.05, 0.04),
         Knob("faults.long_output_tokens", "tokens (min, max)",
-             "outputs 1.5–2.5× the 128-token cap give p99/p50 e2e ≈ 2× healthy; 2–3.5 k ≈ 20×",
-             (200, 300), (600, 1200), (2000, 3500)),
+             "long-request-tail fires at 4× the run's median time in service (~0.75 s, a 128-"
+             "token answer): 600–800 tokens take 5–6.5× (1.2–1.6× the floor); 2–3.5 k ≈ 20×",
+             (600, 800), (1000, 2000), (2000, 3500)),
     ),
     "client-jitter": (
         Knob("faults.client_stall_prob", "per chunk",
              "a stall holds back the chunks queued behind it, so small rates already show",
              0.005, 0.012, 0.03),
         Knob("faults.client_stall_s", "s (min, max)",
-             "mild stalls are a few times the 6 ms server TBT, strong ones 25–100×",
-             (0.04, 0.12), (0.08, 0.3), (0.15, 0.6)),
+             "tbt-jitter's stall floor is 250 ms: mild stalls of 0.3–0.4 s are 1.2–1.6× it "
+             "(at 0.5 % of chunks, 2–5 stalls per 1000 gaps against a floor of 2)",
+             (0.3, 0.4), (0.3, 0.5), (0.15, 0.6)),
     ),
     "prefill-interference": (
         Knob("faults.long_prompt_fraction", "share of requests",
              "how often a whole prefill blocks the running decodes",
              0.04, 0.08, 0.12),
         Knob("faults.long_prompt_tokens", "tokens (min, max)",
-             "a 2–4 k prefill stalls decodes ~0.1 s, an 8–16 k one ~0.5 s",
-             (2000, 4000), (4000, 8000), (8000, 16000)),
+             "a whole prefill of 9–12 k tokens stalls decodes 0.33–0.45 s, 1.3–1.8× the "
+             "250 ms stall floor (an 8 k one ~0.28 s, a 16 k one ~0.66 s)",
+             (9000, 12000), (9000, 14000), (8000, 16000)),
     ),
     "kv-pressure": (
         Knob("engine.kv_budget_tokens", "tokens; mild / medium × the same traffic's peak need",
              "recompute makes pressure a cliff, so a fixed size is no fault at one seed and a "
-             "storm at the next; at 0.95 × the run's own peak it is tens of preemptions, at "
-             "0.8 × about a thousand in 200 requests",
-             KvPeak(0.95, 5_000), KvPeak(0.8, 5_000), 5_000),
+             "storm at the next; at 0.75 × the run's own peak the cache sits at 100 % for "
+             "tens of seconds (kv-pressure's floor is 95 %); 0.85–0.95 × fills it at some "
+             "seeds only",
+             KvPeak(0.75, 5_000), KvPeak(0.7, 5_000), 5_000),
     ),
     "queue-overload": (
         Knob("faults.overload_factor", "× arrival rate in the window",
-             "capacity with max_num_seqs=4 is ~5 req/s: 3× the 0.8 req/s base barely queues",
-             5.0, 8.0, 15.0),
+             "a queue is a cliff: ttft-queueing's floor is p99 TTFT 500 ms; at 12× the burst "
+             "crosses it at every seed tried (0.56–6 s), at 5–10× at some seeds only",
+             12.0, 13.5, 15.0),
     ),
     "slow-tokenizer": (
         Knob("faults.tokenizer_slowdown", "× tokenization cost",
-             "tokenization 5 % of TTFT when healthy; ~20 % (mild) to > 80 % (strong)",
-             6.0, 20.0, 100.0),
+             "tokenization 2 ms and 5 % of TTFT when healthy; at 18× 25–30 ms a request and "
+             "~45 % of TTFT, 1.25–1.5× tokenizer-overhead's floors (20 ms, 30 %); at 100× "
+             "~165 ms and > 80 %",
+             18.0, 30.0, 100.0),
     ),
     "warm-up-skew": (
         Knob("engine.warmup_factor", "× step cost at startup",
-             "decays linearly to 1 over warmup_s: mild ≈ 1.5× slower first minute on average",
+             "decays linearly to 1 over warmup_s: mild's first minute is 1.56× slower on "
+             "average and its first 10-s windows ~2× (warm-up-skew's floor: 1.5× a window)",
              2.0, 3.0, 5.0),
     ),
     "gpu-throttle": (
         Knob("faults.throttle_factor", "× step cost in the window",
-             "TPOT inside the window 1.25× (mild) to 1.8× (strong) of outside",
-             1.25, 1.45, 1.8),
+             "slow-decode's floor is 1.8× the weights roofline (4.8 ms) and healthy TPOT is "
+             "~1.17× it; strong (2.17×) is itself only 1.2× the floor, so mild (1.98×, 1.1× "
+             "the floor) lies between the floor and strong",
+             1.65, 1.72, 1.8),
         Knob("faults.throttle_clock_mhz", "MHz",
              "SM clock ≈ 1980 MHz / factor, on the H100's 15 MHz steps",
-             1590, 1365, 1095),
+             1200, 1155, 1095),
     ),
     "fixed-length": (
         Knob("faults.fixed_length_spread", "± fraction of the fixed lengths",
-             "a load generator's range ratio: length CV ≈ 0.09 (mild) to 0 (strong), real ≈ 1",
-             0.15, 0.05, 0.0),
+             "a load generator's range ratio: length CV = spread / √3, 0.035 (mild, 1/1.4 of "
+             "unrealistic-load's 0.05) to 0 (strong); real traffic ≈ 0.5–2",
+             0.06, 0.03, 0.0),
     ),
     "errors": (
         Knob("faults.error_fraction", "share of requests",
-             "rejected prompts (HTTP 400): 1 % is already an error-rate incident",
-             0.01, 0.02, 0.05),
+             "rejected prompts (HTTP 400): 3 % is 1.5× error-rate's 2 % floor",
+             0.03, 0.04, 0.05),
         Knob("faults.overload_factor", "× arrival rate in the window",
              "the overload that makes requests wait past the client timeout",
              4.0, 8.0, 20.0),
@@ -167,12 +181,18 @@ WINDOWED_KNOBS: dict[str, tuple[Knob, ...]] = {
     ),
     "prefill-interference": (
         Knob("engine.chunked_prefill", "on / off",
-             "off, the base traffic's own long prompts stall decodes outside the window too; "
-             "on, a long prompt still fills whole 8192-token steps of ~0.25 s",
+             "off, the base traffic's own long prompts stall decodes outside the window too",
              True, True, True),
         Knob("engine.max_num_batched_tokens", "tokens per step",
-             "the healthy engine's step budget (the whole-run variant has 32768)",
-             8192, 8192, 8192),
+             "raised for throughput (the whole-run variant has 32768): a 9–16 k prompt is one "
+             "step of 0.3–0.65 s, past the 250 ms stall floor; at the default 8192 a chunk "
+             "holds decodes ~0.23 s, the designed cost, under it",
+             16384, 16384, 16384),
+        Knob("faults.long_prompt_fraction", "share of requests in the window",
+             "at 0.8 req/s about one stream runs at a time, so a long prefill stalls ~0.6 "
+             "gaps: 18 % long prompts (~9 in the minute) give ~5 stalls, 1.5× "
+             "prefill-interference's 3 within two minutes",
+             0.18, 0.24, 0.3),
         Knob("workload.rate_per_s", "requests / s",
              "the healthy rate: at 2 req/s mixed batches already stall decodes ~0.1 s",
              0.8, 0.8, 0.8),

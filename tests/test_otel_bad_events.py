@@ -13,7 +13,7 @@ from opentelemetry.trace import SpanKind
 
 import traceq
 from tests.otel_factory import T0, write_otlp_json, write_otlp_proto
-from tests.otel_producers import MS, provider
+from tests.otel_producers import MS, SGLangIdGenerator, SGLangRequest, provider, sglang_spans
 
 ENCODERS = {"json": write_otlp_json, "proto": write_otlp_proto}
 S = T0 + 5000 * MS  # span start; every span below ends at S + 60 ms
@@ -106,3 +106,47 @@ def test_bad_token_events_are_quarantined_and_the_request_kept(tmp_path, encoder
         "SELECT list(gap_ns ORDER BY idx) FROM tokens WHERE request_id = 'truncated'"
     ).fetchall()[0][0]
     assert gaps == [None, 10 * MS]  # the gaps between the events kept are still true
+
+
+def _sglang(rid: str, t0: int, decode_ends: list[int], finished: int) -> SGLangRequest:
+    return SGLangRequest(
+        rid=rid,
+        t0=t0,
+        tokenize_end=1 * MS,
+        dispatch_end=2 * MS,
+        sched_recv=3 * MS,
+        wait_entry=4 * MS,
+        forward_entry=5 * MS,
+        prefill_end=10 * MS,
+        decode_sched=11 * MS,
+        decode_ends=decode_ends,
+        completion=decode_ends[-1] + MS,
+        finished=finished,
+        first_token_seen=10 * MS + 300,
+    )
+
+
+@pytest.mark.parametrize("encoder", ["json", "proto"])
+def test_bad_sglang_decode_steps_are_quarantined_and_the_request_kept(tmp_path, encoder):
+    """SGLang's per-step decode spans (`decode_loop` slices): a slice that ends before it
+    starts is a bad span; slices that then overlap, or end after the request's root span,
+    cannot be its decode steps, so the request keeps no step tokens (one quarantine row)."""
+    ok = _sglang("aaaaaaaa0001", S, [20 * MS, 30 * MS], 40 * MS)
+    overlap = _sglang("bbbbbbbb0002", S + 100 * MS, [20 * MS, 15 * MS, 30 * MS], 40 * MS)
+    late = _sglang("cccccccc0003", S + 200 * MS, [20 * MS, 30 * MS], 25 * MS)
+    with provider({"service.name": "sglang"}, SGLangIdGenerator()) as (tracer, spans):
+        for r in (ok, overlap, late):
+            sglang_spans(tracer, r)
+    src = ENCODERS[encoder](spans, tmp_path / f"traces.{encoder}")
+    traceq.ingest([src], tmp_path / "ds")
+    con = traceq.open(tmp_path / "ds")
+    reasons = sorted(r for (r,) in con.sql("SELECT reason FROM quarantine").fetchall())
+    assert reasons == [
+        "1 of 2 decode_loop slices overlap the one before",
+        f"decode_loop slice ends {5 * MS} ns after its request span",
+        "span has no valid start / end timestamp",  # the slice that ends before it starts
+    ]
+    tokens = dict(con.sql("SELECT request_id, count(*) FROM tokens GROUP BY 1").fetchall())
+    assert tokens == {ok.rid: 3}  # first token at the prefill end, then one per step
+    phases = dict(con.sql("SELECT request_id, ttft_ns FROM request_phases").fetchall())
+    assert phases == {ok.rid: 10 * MS, overlap.rid: 10 * MS, late.rid: 10 * MS}

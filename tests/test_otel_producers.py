@@ -184,6 +184,21 @@ def test_vllm_token_events_and_engine_core_events(tmp_path, encoder):
     assert n == (1,)
 
 
+def test_engine_core_event_spellings(tmp_path):
+    """`EngineCoreEventType` (vllm/v1/engine/__init__.py, QUEUED = 1 … PREEMPTED = 3) as the
+    member name, as `str()` of the member before Python 3.11, and with a prefix."""
+    from dataclasses import replace
+
+    names = ["EngineCoreEventType.QUEUED", "scheduled", "vllm.engine_core.PREEMPTED", "SCHEDULED"]
+    events = [(n, ts) for n, (_, ts) in zip(names, VLLM_EVENTS.engine_events, strict=True)]
+    with provider({"service.name": "vllm"}) as (tracer, spans):
+        vllm_token_event_span(tracer, replace(VLLM_EVENTS, engine_events=events))
+    con, _ = _ingest(spans, tmp_path, "json")
+    kinds = con.sql("SELECT list(kind ORDER BY ts) FROM events").fetchall()[0][0]
+    assert kinds == ["queued", "scheduled", "preemption", "scheduled"]
+    assert _phases(con, "cmpl-tok-0")["queue_ns"] == 10 * MS + 4
+
+
 # --- per-token arrays, every encoding ------------------------------------------------------
 
 B = T0 + 2000 * MS

@@ -335,12 +335,18 @@ def test_bad_arrays_are_quarantined_and_the_request_kept(tmp_path, encoder):
 
 @pytest.mark.parametrize("encoder", ["json", "proto"])
 def test_tensorrt_llm_kv_transfer_phase(tmp_path, encoder):
-    """TensorRT-LLM `tensorrt_llm/llmapi/tracing.py` @5f15841037de: `SpanAttributes` (incl.
-    `gen_ai.latency.kv_cache_transfer_time`), `SpanEvents` (`kv_cache_transfer_start/end`,
-    `ctx_server.selected`, `gen_server.selected`), a bare `TracerProvider()` (no resource),
-    the disaggregated router's handler wrapped by `trace_span` in a SERVER span. The request
-    span's name and stamps follow the vLLM code it was adapted from (unverified, research §7
-    question 8): `llm_request`, SERVER, start = arrival."""
+    """TensorRT-LLM `tensorrt_llm/llmapi/tracing.py` (verified in the stored version
+    @0fb7f7586fda; @5f15841037de has the same `SpanAttributes` without `SpanEvents`):
+    `SpanAttributes` (incl. `gen_ai.latency.kv_cache_transfer_time`), `SpanEvents`
+    (`kv_cache_transfer_start/end`, `ctx_server.selected`, `gen_server.selected`) added with
+    `add_event(name, attributes, timestamp)` to the *current* span, a bare `TracerProvider()`
+    (no resource), server handlers wrapped by `trace_span(name)` in a SERVER span named after
+    the handler. The request span itself is built in `tensorrt_llm/executor/result.py`,
+    whose stored versions (@a678b91aafbe, @005bc848893f) predate the tracing code: its name
+    and stamps stay unverified (adapted from vLLM: SERVER, start = arrival). traceq must not
+    depend on the name, so the two encoders use two names; the `gen_ai.*` attributes make it
+    a request span."""
+    name = "llm_request" if encoder == "json" else "generate_async"
     arrival = T0 + 3000 * MS
     kv_start, kv_end = arrival + 2 * MS + 1, arrival + 7 * MS + 3
     queue, ttft, e2e = 9 * MS + 5, 15 * MS + 7, 60 * MS + 9
@@ -351,7 +357,7 @@ def test_tensorrt_llm_kv_transfer_phase(tmp_path, encoder):
         router.add_event("ctx_server.selected", {"server": "ctx-0:8001"}, arrival - MS + 10)
         router.add_event("gen_server.selected", {"server": "gen-0:8002"}, arrival - 10)
         span = tracer.start_span(
-            "llm_request",
+            name,
             kind=SpanKind.SERVER,
             start_time=arrival,
             context=trace.set_span_in_context(router),

@@ -77,7 +77,6 @@ def test_bad_token_events_are_quarantined_and_the_request_kept(tmp_path, encoder
     assert reasons == [
         "gen_ai.token event times run backwards at event 2",
         "gen_ai.token event: gen_ai.token.count is not a positive integer",
-        "token event 1000000 ns after its span ends",
         "token event 1000000 ns before its span starts",
         "token events hold 3 tokens but completion_tokens is 2",
         "token events on a request with no output (completion_tokens = 0)",
@@ -96,10 +95,11 @@ def test_bad_token_events_are_quarantined_and_the_request_kept(tmp_path, encoder
         "truncated": [1, 1],
         "hidden-ids": [1],  # VLLM_TRACE_HIDE_TOKEN_IDS: a step without ids is one token
         "no-count": [1, 1],
+        "after-end": [1, 1],  # kept: an aborted request's span may close before its stream
     }
     # a rejected request's stamps come from its attributes; so do a truncated one's first token
     phases = dict(con.sql("SELECT request_id, ttft_ns FROM request_phases").fetchall())
-    for rid in ("more", "no-output", "backwards", "before-start", "after-end", "truncated"):
+    for rid in ("more", "no-output", "backwards", "before-start", "truncated"):
         assert phases[rid] == 30 * MS, rid
     assert phases["ok"] == 30 * MS and phases["garbled-ids"] == 30 * MS
     gaps = con.sql(

@@ -3,7 +3,7 @@
 The event conventions (traceq's `gen_ai.token`, vLLM's `token_scheduled` / `token_generated`,
 the proposed `gen_ai.token.scheduled` / `.generated`) get the checks the per-token arrays get
 in tokens.py (`from_arrays`), with the same outcome: the request is always kept, only its
-token rows are at stake (docs/INGEST.md, "Bad token-level input").
+token rows are at stake (docs/INGEST.md, the bad-input table under "Producers").
 
 Per event (the event is quarantined, the request's other events kept):
   * a token count that is there but not a positive integer (`gen_ai.token.count`), or a

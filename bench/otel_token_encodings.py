@@ -1,21 +1,31 @@
 """Ingest throughput of per-token timing encodings, as a ratio to the gen_ai.token event path on
 the same requests (issue 15).
 
-Writes the same requests (same token stamps, same attributes) five times as OTLP/JSON lines:
+Writes the same requests (same token stamps, same attributes) as OTLP/JSON lines, once per
+encoding. Two references, each an event path:
 
-  events       one `gen_ai.token` event per token (traceq's convention; the reference)
-  otel-array   `gen_ai.latency.per_token_generation_time` / `…scheduled_time` as OTel double[]
-               (offsets from the span start, 9 decimals) and batch size as int[]
-  json-text    the same arrays as JSON text strings
-  compressed   the Alipay fork's shape: JSON (4 decimals) gzip + base64
-  bytes        orjson bytes (first step absolute, later offsets from it) as bytesValue
+  events        one `gen_ai.token` event per token (traceq's convention): token times only
+  step-events   vLLM's `token_scheduled` / `token_generated` pair per step (PR 32573), with
+                `iter_batch_size`: token times, scheduled times and batch sizes
 
-sized so the otel-array file is at least --mb megabytes, then times `traceq.ingest()` of each in
-its own process and prints MB, wall and CPU seconds (all threads: less sensitive to other work on
-the machine), requests/s, and the ratios events-path time ÷ this encoding's time (higher is
-better; target ≥ 1.0).
+and the per-token arrays, each with the same information as one reference:
 
-    python bench/otel_token_encodings.py --mb 200
+  otel-array    `gen_ai.latency.per_token_generation_time` as an OTel double[] (offsets from
+                the span start, 9 decimals): the same information as `events`
+  json-text     the same array as JSON text
+  compressed    the Alipay fork's shape: JSON (4 decimals) gzip + base64
+  bytes         orjson bytes (first step absolute, later offsets from it) as bytesValue
+  X+steps       the same four with `…per_token_scheduled_time` and `…per_token_batch_size`
+                added (three arrays): the same information as `step-events`
+
+sized so the otel-array+steps file is at least --mb megabytes; `--proto` also writes each file
+as a Collector protobuf stream (length-prefixed ExportTraceServiceRequest messages) and ingests
+that. Each file is ingested by `traceq.ingest()` in its own process (bench/harness.py); printed:
+MB, wall and CPU seconds (all threads: less sensitive to other work on the machine), requests/s,
+peak RSS (VmHWM), and the ratio reference time ÷ this encoding's time (higher is better;
+target ≥ 1.0), against `events` for the plain arrays and `step-events` for the +steps ones.
+
+    python bench/otel_token_encodings.py --mb 200 [--proto]
 """
 
 from __future__ import annotations
@@ -26,16 +36,22 @@ import gzip
 import json
 import random
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import orjson
+from harness import run_python
+from otlp_json_ingest import to_proto_stream
 
 T0 = 1_750_000_000_000_000_000
-ENCODINGS = ("events", "otel-array", "json-text", "compressed", "bytes")
+ARRAYS = ("otel-array", "json-text", "compressed", "bytes")
+ENCODINGS = (
+    "events",
+    *ARRAYS,
+    "step-events",
+    *(f"{a}+steps" for a in ARRAYS),
+)
 PER_LINE = 16
 
 
@@ -44,6 +60,15 @@ def _kv(key: str, value: dict) -> str:
 
 
 def _arrays(encoding: str, t: int, gen: list[int], sched: list[int], batch: list[int]) -> list[str]:
+    steps = encoding.endswith("+steps")
+    encoding = encoding.removesuffix("+steps")
+    out = _arrays_all(encoding, t, gen, sched, batch)
+    return out if steps else out[:1]
+
+
+def _arrays_all(
+    encoding: str, t: int, gen: list[int], sched: list[int], batch: list[int]
+) -> list[str]:
     def off(xs: list[int], dp: int) -> list[float]:
         return [round((x - t) / 1e9, dp) for x in xs]
 
@@ -97,7 +122,8 @@ def _request(rng: random.Random, trace: int, t: int) -> dict[str, str]:
     gen = [first]
     for _ in range(n - 1):
         gen.append(gen[-1] + rng.randint(15_000, 60_000) * 1000 + rng.randint(0, 999))
-    sched = [t + rng.randint(1, 19) * 10**6, *gen[:-1]]
+    # each step scheduled 0.2 ms after the previous token (vLLM's stamps never coincide)
+    sched = [t + rng.randint(1, 19) * 10**6, *(g + 200_000 for g in gen[:-1])]
     batch = [rng.randint(1, 64) for _ in range(n)]
     common = [
         _kv("gen_ai.request.id", {"stringValue": f"cmpl-{trace:08x}-0"}),
@@ -115,6 +141,15 @@ def _request(rng: random.Random, trace: int, t: int) -> dict[str, str]:
                 '{"timeUnixNano":"%d","name":"gen_ai.token","attributes":[]}' % s for s in gen
             )
             attrs = common
+        elif enc == "step-events":
+            events = ",".join(
+                '{"timeUnixNano":"%d","name":"token_scheduled","attributes":[{"key":'
+                '"iter_batch_size","value":{"intValue":"%d"}}]},{"timeUnixNano":"%d","name":'
+                '"token_generated","attributes":[{"key":"new_token_ids","value":{"arrayValue":'
+                '{"values":[{"intValue":"%d"}]}}}]}' % (s, b, g, 1000 + i)
+                for i, (s, g, b) in enumerate(zip(sched, gen, batch, strict=True))
+            )
+            attrs = common
         else:
             events = ""
             attrs = common + _arrays(enc, t, gen, sched, batch)
@@ -128,7 +163,7 @@ def generate(root: Path, megabytes: int, seed: int = 11) -> tuple[int, dict[str,
     files = {e: p.open("w") for e, p in paths.items()}
     pending: dict[str, list[str]] = {e: [] for e in ENCODINGS}
     n, t, target = 0, T0, megabytes * 1_000_000
-    while files["otel-array"].tell() < target:
+    while files["otel-array+steps"].tell() < target:
         for enc, span in _request(rng, n, t).items():
             pending[enc].append(span)
         n += 1
@@ -157,16 +192,21 @@ t = time.perf_counter()
 dt = time.perf_counter() - t
 u = resource.getrusage(resource.RUSAGE_SELF)
 print(dt, u.ru_utime + u.ru_stime, r.rows.get("tokens", 0), r.rows.get("requests", 0),
-      r.quarantined, u.ru_maxrss // 1024)
+      r.quarantined)
 """
+
+
+def _reference(enc: str) -> str:
+    return "step-events" if enc.endswith("+steps") or enc == "step-events" else "events"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mb", type=int, default=200, help="size of the otel-array file (MB)")
+    ap.add_argument("--mb", type=int, default=200, help="size of the otel-array+steps file (MB)")
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--reuse", action="store_true", help="ingest the files already in --dir")
     ap.add_argument("--only", nargs="*", default=ENCODINGS, help="encodings to ingest")
+    ap.add_argument("--proto", action="store_true", help="ingest protobuf streams instead")
     args = ap.parse_args()
     root = args.dir or Path(tempfile.mkdtemp(prefix="traceq-token-enc-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -177,24 +217,29 @@ def main() -> None:
     else:
         n, paths = generate(root, args.mb)
         print(f"{n:,} requests written in {time.perf_counter() - t:.0f} s to {root}")
-    results = {}
-    for enc, path in paths.items():
-        if enc != "events" and enc not in args.only:
-            continue
+    wanted = [e for e in ENCODINGS if e in args.only or e == _reference(e)]
+    results: dict[str, tuple[float, float]] = {}
+    for enc in sorted(wanted, key=lambda e: e != _reference(e)):  # references first
+        path = paths[enc]
+        if args.proto:
+            proto = path.with_suffix(".binpb")
+            if not proto.exists():
+                to_proto_stream(path, proto)
+            path = proto
         shutil.rmtree(root / f"ds-{enc}", ignore_errors=True)
-        out = subprocess.run(
-            [sys.executable, "-c", _RUN, str(path), str(root / f"ds-{enc}")],
-            check=True, capture_output=True, text=True,
-        ).stdout.strip().splitlines()[-1].split()  # fmt: skip
+        child = run_python(["-c", _RUN, str(path), str(root / f"ds-{enc}")])
+        out = child.last_line.split()
         secs, cpu = float(out[0]), float(out[1])
-        tokens, requests, quarantined, rss = map(int, out[2:])
+        tokens, requests, quarantined = map(int, out[2:])
         results[enc] = (secs, cpu)
+        ref, ev = results[_reference(enc)], results["events"]
         mb = path.stat().st_size / 1e6
         print(
-            f"{enc:11} {mb:7.1f} MB {secs:6.1f} s wall {cpu:6.1f} s CPU {n / secs:7,.0f} req/s "
+            f"{enc:20} {mb:7.1f} MB {secs:6.1f} s wall {cpu:6.1f} s CPU {n / secs:7,.0f} req/s "
             f"tokens {tokens:,} requests {requests:,} quarantined {quarantined} "
-            f"peak RSS {rss:,} MiB ratio wall {results['events'][0] / secs:.2f} "
-            f"CPU {results['events'][1] / cpu:.2f}"
+            f"peak RSS {child.peak_rss_mib:,.0f} MiB ratio to {_reference(enc)} "
+            f"wall {ref[0] / secs:.2f} CPU {ref[1] / cpu:.2f}; to events CPU {ev[1] / cpu:.2f}",
+            flush=True,
         )
 
 

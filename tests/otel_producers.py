@@ -195,7 +195,18 @@ def vllm_token_event_span(tracer: trace.Tracer, r: VllmRequest) -> None:
     """`llm_request` as vLLM PR 32573 (`vllm/v1/engine/output_processor.py` and
     `observable_context.py` @5a0a83ebe720) writes it at token level: one `token_scheduled` /
     `token_generated` pair per engine step at the step's wall-clock stamps, and the
-    engine-core events at their wall-clock stamps."""
+    engine-core events at their wall-clock stamps.
+
+    Checked against the stored `vllm/v1/engine/observable_context.py` @042ff99cb0b4: event
+    names `token_scheduled` (`iter_batch_size`, `iter_waiting_size`) and `token_generated`
+    (`iter_waiting_size`, `iter_total_tokens_count`, and `new_token_ids` unless
+    `VLLM_TRACE_HIDE_TOKEN_IDS`), a pair only for steps with new tokens, kept in a
+    `deque(maxlen=SpanLimits().max_events)`, so a long output keeps its *last* 128 events
+    (traceq/ingest/otel/token_checks.py). Engine-core event types: `EngineCoreEventType` in
+    `vllm/v1/engine/__init__.py` (QUEUED = 1, SCHEDULED = 2, PREEMPTED = 3); the string the
+    branch writes as the span event name was not found in a stored version, so traceq reads
+    the member name in any case, `str()` of the member and prefixed forms
+    (traceq/ingest/otel/producers.py)."""
     attributes = {**_llm_request_attributes(r), "gen_ai.response.finish_reasons": '["stop"]'}
     span = tracer.start_span(
         "llm_request",

@@ -184,6 +184,21 @@ def test_vllm_token_events_and_engine_core_events(tmp_path, encoder):
     assert n == (1,)
 
 
+def test_engine_core_event_spellings(tmp_path):
+    """`EngineCoreEventType` (vllm/v1/engine/__init__.py, QUEUED = 1 … PREEMPTED = 3) as the
+    member name, as `str()` of the member before Python 3.11, and with a prefix."""
+    from dataclasses import replace
+
+    names = ["EngineCoreEventType.QUEUED", "scheduled", "vllm.engine_core.PREEMPTED", "SCHEDULED"]
+    events = [(n, ts) for n, (_, ts) in zip(names, VLLM_EVENTS.engine_events, strict=True)]
+    with provider({"service.name": "vllm"}) as (tracer, spans):
+        vllm_token_event_span(tracer, replace(VLLM_EVENTS, engine_events=events))
+    con, _ = _ingest(spans, tmp_path, "json")
+    kinds = con.sql("SELECT list(kind ORDER BY ts) FROM events").fetchall()[0][0]
+    assert kinds == ["queued", "scheduled", "preemption", "scheduled"]
+    assert _phases(con, "cmpl-tok-0")["queue_ns"] == 10 * MS + 4
+
+
 # --- per-token arrays, every encoding ------------------------------------------------------
 
 B = T0 + 2000 * MS
@@ -320,12 +335,18 @@ def test_bad_arrays_are_quarantined_and_the_request_kept(tmp_path, encoder):
 
 @pytest.mark.parametrize("encoder", ["json", "proto"])
 def test_tensorrt_llm_kv_transfer_phase(tmp_path, encoder):
-    """TensorRT-LLM `tensorrt_llm/llmapi/tracing.py` @5f15841037de: `SpanAttributes` (incl.
-    `gen_ai.latency.kv_cache_transfer_time`), `SpanEvents` (`kv_cache_transfer_start/end`,
-    `ctx_server.selected`, `gen_server.selected`), a bare `TracerProvider()` (no resource),
-    the disaggregated router's handler wrapped by `trace_span` in a SERVER span. The request
-    span's name and stamps follow the vLLM code it was adapted from (unverified, research §7
-    question 8): `llm_request`, SERVER, start = arrival."""
+    """TensorRT-LLM `tensorrt_llm/llmapi/tracing.py` (verified in the stored version
+    @0fb7f7586fda; @5f15841037de has the same `SpanAttributes` without `SpanEvents`):
+    `SpanAttributes` (incl. `gen_ai.latency.kv_cache_transfer_time`), `SpanEvents`
+    (`kv_cache_transfer_start/end`, `ctx_server.selected`, `gen_server.selected`) added with
+    `add_event(name, attributes, timestamp)` to the *current* span, a bare `TracerProvider()`
+    (no resource), server handlers wrapped by `trace_span(name)` in a SERVER span named after
+    the handler. The request span itself is built in `tensorrt_llm/executor/result.py`,
+    whose stored versions (@a678b91aafbe, @005bc848893f) predate the tracing code: its name
+    and stamps stay unverified (adapted from vLLM: SERVER, start = arrival). traceq must not
+    depend on the name, so the two encoders use two names; the `gen_ai.*` attributes make it
+    a request span."""
+    name = "llm_request" if encoder == "json" else "generate_async"
     arrival = T0 + 3000 * MS
     kv_start, kv_end = arrival + 2 * MS + 1, arrival + 7 * MS + 3
     queue, ttft, e2e = 9 * MS + 5, 15 * MS + 7, 60 * MS + 9
@@ -336,7 +357,7 @@ def test_tensorrt_llm_kv_transfer_phase(tmp_path, encoder):
         router.add_event("ctx_server.selected", {"server": "ctx-0:8001"}, arrival - MS + 10)
         router.add_event("gen_server.selected", {"server": "gen-0:8002"}, arrival - 10)
         span = tracer.start_span(
-            "llm_request",
+            name,
             kind=SpanKind.SERVER,
             start_time=arrival,
             context=trace.set_span_in_context(router),

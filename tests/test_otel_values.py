@@ -33,6 +33,8 @@ def _line(**span_overrides) -> str:
             {"key": "bytes", "value": {"bytesValue": base64.b64encode(b"\x00\x01").decode()}},
             {"key": "arr", "value": {"arrayValue": {"values": [{"stringValue": "x"},
                                                                 {"intValue": "2"}]}}},
+            {"key": "darr", "value": {"arrayValue": {"values": [{"doubleValue": 0.25},
+                                                                 {"doubleValue": 1e-05}]}}},
             {"key": "kv", "value": {"kvlistValue": {"values": [
                 {"key": "inner", "value": {"boolValue": False}}]}}},
             {"key": "gen_ai.usage.completion_tokens", "value": {"intValue": "2"}},
@@ -97,6 +99,8 @@ def test_every_anyvalue_variant(tmp_path, encoding):
     assert attrs["b"] is True
     assert attrs["bytes"] == "AAE="
     assert attrs["arr"] == {"values": [{"stringValue": "x"}, {"intValue": "2"}]}
+    # a double-only array takes protobuf's numpy path: the same values either way
+    assert attrs["darr"] == {"values": [{"doubleValue": 0.25}, {"doubleValue": 1e-05}]}
     assert attrs["kv"] == {"values": [{"key": "inner", "value": {"boolValue": False}}]}
     assert (kind, status, trace_id) == ("SERVER", "ERROR", TRACE_HEX)
     request = con.sql(

@@ -98,6 +98,53 @@ SELECT
 FROM base AS b
 LEFT JOIN base AS o ON o._span = b.outer_span;
 
+-- SGLang decode_loop slices that cannot be a request's decode steps: slices that overlap (a
+-- step starting before the previous one ended) or end outside the request span by more than
+-- 1 µs (float64 epoch seconds round to ~0.24 µs; traceq/ingest/otel/token_checks.py). Such a
+-- request's steps give no tokens (one quarantine row says why); the request is kept, its
+-- stamps from its prefill / decode slices and attributes.
+CREATE OR REPLACE TEMP TABLE _bad_steps AS
+WITH steps AS (
+    SELECT
+        o.req_span AS _span,
+        k.t_start,
+        k.t_end,
+        lag(k.t_end) OVER (PARTITION BY o.req_span ORDER BY k.t_start, k._span) AS prev_end
+    FROM _kept AS k
+    JOIN _owner AS o USING (_span)
+    WHERE k.role = 'decode_step' AND o.req_span IS NOT NULL
+),
+per_request AS (
+    SELECT
+        s._span,
+        count(*) AS n,
+        min(s.t_start) AS t_min,
+        max(s.t_end) AS t_max,
+        count(*) FILTER (WHERE s.t_start < s.prev_end) AS overlaps
+    FROM steps AS s
+    GROUP BY s._span
+)
+SELECT
+    p.*,
+    r._line,
+    CASE
+        WHEN p.overlaps > 0 THEN format('{} of {} decode_loop slices overlap the one before', p.overlaps, p.n)
+        WHEN p.t_min < r.t_start - 1000
+            THEN format('decode_loop slice starts {} ns before its request span', r.t_start - p.t_min)
+        WHEN p.t_max > r.t_end + 1000
+            THEN format('decode_loop slice ends {} ns after its request span', p.t_max - r.t_end)
+    END AS reason
+FROM per_request AS p
+JOIN _kept AS r USING (_span)
+WHERE p.overlaps > 0 OR p.t_min < r.t_start - 1000 OR p.t_max > r.t_end + 1000;
+
+CREATE OR REPLACE TEMP VIEW otel_bad_steps AS
+SELECT
+    format('line {} span {}', _line, _span) AS location,
+    reason,
+    format('{} decode_loop slices, {} .. {}', n, t_min, t_max) AS raw
+FROM _bad_steps;
+
 -- Intervals given by child spans (nearest request ancestor): tokenize; vLLM's queue /
 -- prefill / decode spans; SGLang's stage slices; KV transfer (disaggregated serving).
 CREATE OR REPLACE TEMP VIEW _children AS
@@ -113,14 +160,15 @@ SELECT
     min(k.t_end) FILTER (WHERE k.role = 'prefill') AS prefill_end,
     min(k.t_start) FILTER (WHERE k.role = 'decode') AS decode_start,
     max(k.t_end) FILTER (WHERE k.role = 'decode') AS decode_end,
-    count(*) FILTER (WHERE k.role = 'decode_step') AS decode_steps,
-    max(k.t_end) FILTER (WHERE k.role = 'decode_step') AS step_last,
+    count(*) FILTER (WHERE k.role = 'decode_step' AND b._span IS NULL) AS decode_steps,
+    max(k.t_end) FILTER (WHERE k.role = 'decode_step' AND b._span IS NULL) AS step_last,
     min(k.t_start) FILTER (WHERE k.role = 'kv_transfer') AS kv_start,
     max(k.t_end) FILTER (WHERE k.role = 'kv_transfer') AS kv_end,
     count(*) FILTER (WHERE k.role IN ('queue', 'prefill', 'decode')) AS phase_spans,
     count(*) FILTER (WHERE k.a_preempted = 'true') AS preempted_spans
 FROM _kept AS k
 JOIN _owner AS o USING (_span)
+LEFT JOIN _bad_steps AS b ON b._span = o.req_span
 WHERE k.role IS NOT NULL AND NOT k.is_request AND o.req_span IS NOT NULL
 GROUP BY ALL;
 
@@ -148,6 +196,7 @@ WITH steps AS (
     FROM _kept AS k
     JOIN _owner AS o USING (_span)
     WHERE k.role = 'decode_step' AND o.req_span IS NOT NULL
+        AND o.req_span NOT IN (SELECT _span FROM _bad_steps)
     UNION ALL
     SELECT _span, prefill_end, prefill_start FROM _children
     WHERE decode_steps > 0 AND prefill_end IS NOT NULL

@@ -52,6 +52,7 @@ _OUTPUTS = {
     "otel_spans": "spans",
     "otel_events": "events",
     "otel_duplicates": "quarantine",
+    "otel_bad_steps": "quarantine",
 }
 _STAGES = ("stage_spans", "stage_tokens", "stage_events")
 FINALIZE_MEMORY = "512MB"

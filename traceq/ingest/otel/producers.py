@@ -28,8 +28,13 @@ STARTUP_KINDS = {
     "API server setup": "startup_api_server_s",
 }
 # Span event names -> traceq event kinds (research §6.3); others stay `otel:<name>`.
+# vLLM's `EngineCoreEventType` (vllm/v1/engine/__init__.py: QUEUED = 1, SCHEDULED = 2,
+# PREEMPTED = 3) reaches the span as a name whose spelling the PR branch did not pin: the
+# member name in any case (`.name`), or `str()` of the member before Python 3.11
+# (`EngineCoreEventType.QUEUED`), with or without a `vllm.` / `engine_core.` prefix.
 _ENGINE_EVENT = (
-    r"(?i)^(?:vllm[._])?(?:engine_?core[._])?(?:event[._])?(queued|scheduled|preempted)$"
+    r"(?i)^(?:vllm[._])?(?:engine_?core[._]?)?(?:event(?:_?type)?[._])?"
+    r"(queued|scheduled|preempted)$"
 )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from traceq.ingest.otel.producers import event_kind, startup_events
+from traceq.ingest.otel.token_checks import check_token_events
 from traceq.ingest.otel.tokens import (
     ARRAYS,
     TOKEN_LEVEL_EVENTS,
@@ -244,15 +245,18 @@ def split_spans(spans: pl.DataFrame, conv: SpanConventions) -> dict[str, pl.Data
         )
     )
     events = events.filter(pl.col("ts") > 0)
-    arrays, bad_arrays = decode_arrays(attrs.filter(pl.col("key").is_in(list(ARRAYS))))
-    array_chunks, array_quarantine = from_arrays(
-        arrays,
+    span_info = spans.select("_span", "t_start", "t_end").join(
         lifted.select(
             "_span",
             completion=pl.col("a_completion_tokens").cast(pl.Float64, strict=False).cast(pl.Int64),
-        ).join(spans.select("_span", "t_start"), on="_span", how="left"),
+        ),
+        on="_span",
+        how="left",
     )
-    quarantine += [bad_arrays, array_quarantine]
+    events, bad_events, truncated = check_token_events(events, span_info, conv.token_event)
+    arrays, bad_arrays = decode_arrays(attrs.filter(pl.col("key").is_in(list(ARRAYS))))
+    array_chunks, array_quarantine = from_arrays(arrays, span_info.drop("t_end"))
+    quarantine += [bad_events, bad_arrays, array_quarantine]
     # Per-token arrays that became token rows are not repeated in spans.attributes (their
     # values are in tokens); arrays that did not decode stay there, and in quarantine.
     consumed = array_chunks.select("_span").unique().with_columns(consumed=pl.lit(True))
@@ -276,6 +280,13 @@ def split_spans(spans: pl.DataFrame, conv: SpanConventions) -> dict[str, pl.Data
         tok_last=pl.col("ts").max(),
         tok_chunks=pl.len(),
         tok_count=pl.col("n_tokens").sum(),
+    )
+    # token events that lost their first tokens to the span event limit (token_checks.py)
+    # do not give the first-token stamp
+    per_span_tokens = per_span_tokens.with_columns(
+        tok_first=pl.when(pl.col("_span").is_in(truncated["_span"].implode()))
+        .then(None)
+        .otherwise("tok_first")
     )
     token_level = pl.col("name").is_in([conv.token_event, *TOKEN_LEVEL_EVENTS])
     other_events = pl.concat(

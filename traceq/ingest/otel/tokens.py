@@ -74,7 +74,7 @@ def event_int(attributes: pl.Expr, *keys: str) -> pl.Expr:
     )
 
 
-def _array_len(attributes: pl.Expr, key: str) -> pl.Expr:
+def array_len(attributes: pl.Expr, key: str) -> pl.Expr:
     """Length of an int[] event attribute (`new_token_ids`) from the raw JSON; null if absent."""
     body = attributes.str.extract(
         rf'"key"\s*:\s*"{key}"\s*,\s*"value"\s*:\s*\{{\s*"arrayValue"\s*:\s*\{{\s*"values"\s*:\s*\[([^\]]*)\]',
@@ -98,7 +98,7 @@ def from_events(events: pl.DataFrame, token_event: str) -> pl.DataFrame:
         steps = (
             pairs.with_columns(
                 sched=is_sched,
-                ids=_array_len(attrs, "new_token_ids"),
+                ids=pl.col("ids") if "ids" in pairs.columns else array_len(attrs, "new_token_ids"),
                 batch=event_int(attrs, "iter_batch_size", "gen_ai.iteration.batch_size"),
                 waiting=event_int(attrs, "iter_waiting_size", "gen_ai.iteration.waiting_requests"),
                 total=event_int(attrs, "iter_total_tokens_count", "gen_ai.iteration.total_tokens"),
@@ -163,6 +163,43 @@ def _decompress(text: str | None) -> str | None:
     return None
 
 
+# What wraps the numbers of an array's text: polars' JSON text of an OTLP `arrayValue`
+# (`{"values": [{"doubleValue": 0.25}, {"intValue": "3"}]}`, how the reader keeps it), or a
+# JSON array written by the producer (`[0.25, 3]`). Removing them with literal replaces (a
+# memchr scan each) leaves `0.25,3`: 2-3x cheaper than pulling the numbers out with a regex.
+# The first pass knows polars' own spacing (two or three replaces); a text it leaves with
+# anything but numbers and commas goes through the second, which removes every wrapper.
+_FAST = (('{"doubleValue": ', ""), ('{"intValue": "', ""), ('"}', "}"), ("}, ", ","), (", ", ","))
+_ALL = ('{"doubleValue":', '{"intValue":', "}", '"', " ", "\n", "\r", "\t")
+_NUMBERS = r"^[-+0-9eE.,]*$"
+
+
+def _unwrap(text: pl.Expr) -> pl.Expr:
+    return (
+        text.str.strip_chars()
+        .str.strip_prefix("{}")  # an empty arrayValue: OTLP/JSON omits empty `values`
+        .str.strip_prefix('{"values": [')
+        .str.strip_suffix("]}")
+        .str.strip_prefix("[")
+        .str.strip_suffix("]")
+    )
+
+
+def _array_body(text: pl.Expr, *, fast: bool) -> pl.Expr:
+    """The entries of an array's text joined by commas; anything not a number stays in it."""
+    if fast:
+        body = _unwrap(text)
+        for literal, by in _FAST:
+            body = body.str.replace_all(literal, by, literal=True)
+        return body.str.strip_suffix("}")
+    body = _unwrap(
+        text.str.replace_all(" ", "", literal=True).str.replace('{"values":[', "[", literal=True)
+    )
+    for literal in _ALL:
+        body = body.str.replace_all(literal, "", literal=True)
+    return body
+
+
 def decode_arrays(attrs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per-token array attributes → one row per (span, array) with `values` (the numbers'
     decimal text, so seconds convert to ns exactly as the producer printed them) and
@@ -206,27 +243,35 @@ def decode_arrays(attrs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         texts = [_decompress(t) for t in packed["text"]]
         packed = packed.with_columns(text=pl.Series(texts, dtype=pl.String))
     decoded = pl.concat([plain, packed.filter(pl.col("text").is_not_null())]).with_columns(
-        values=pl.col("text").str.extract_all(_NUMBER),
-        name=pl.col("key").replace_strict(ARRAYS),
+        body=_array_body(pl.col("text"), fast=True), name=pl.col("key").replace_strict(ARRAYS)
     )
-    # every entry must be a number: as many numbers as comma-separated entries
-    entries = pl.col("text").str.count_matches(",", literal=True) + 1
-    all_numbers = (pl.col("values").list.len() == entries) | (pl.col("values").list.len() == 0)
+    # every entry must be a number: only number characters and commas are left in the body
+    numbers = decoded.get_column("body").str.contains(_NUMBERS)
+    not_numbers = decoded.clear()
+    if not numbers.all():  # texts not in polars' spacing: every wrapper removed, checked again
+        again = decoded.filter(~numbers).with_columns(body=_array_body(pl.col("text"), fast=False))
+        numbers_again = again.get_column("body").str.contains(_NUMBERS)
+        not_numbers = again.filter(~numbers_again)
+        decoded = pl.concat([decoded.filter(numbers), again.filter(numbers_again)])
     bad = pl.concat(
         [
             frame.filter(pl.col("encoding") == "other").with_columns(why=pl.lit("does not decode")),
             packed.filter(pl.col("text").is_null()).with_columns(why=pl.lit("does not decode")),
-            decoded.filter(~all_numbers)
-            .select(frame.columns)
-            .with_columns(why=pl.lit("holds entries that are not numbers")),
+            not_numbers.select(frame.columns).with_columns(
+                why=pl.lit("holds entries that are not numbers")
+            ),
         ]
     ).select(
         location=pl.format("line {} span {}", "_line", "_span"),
         reason=pl.format("per-token attribute {} ({}) {}", "key", "encoding", "why"),
         raw=pl.col("text").fill_null("").str.slice(0, RAW_LIMIT),
     )
-    good = decoded.filter(all_numbers)
-    return good.drop("text", "key"), bad
+    good = decoded.with_columns(
+        values=pl.when(pl.col("body") == "")
+        .then(pl.lit([], pl.List(pl.String)))
+        .otherwise(pl.col("body").str.split(","))
+    )
+    return good.drop("text", "key", "body"), bad
 
 
 def seconds_text_ns(text: pl.Expr) -> pl.Expr:

@@ -23,15 +23,7 @@ from traceq.session import QueryError, Session
 from traceq.spark import SparkExecutor, view_sql
 from traceq.spark.translate import to_spark
 
-SYMPTOMS = (
-    "prefill-interference",
-    "tbt-jitter",
-    "ttft-queueing",
-    "kv-pressure",
-    "slow-decode",
-    "error-rate",
-    "warm-up-skew",
-)
+SYMPTOMS = ("prefill-interference", "tbt-jitter", "kv-pressure", "slow-decode", "error-rate")
 
 
 @pytest.fixture(scope="module")

@@ -28,6 +28,11 @@ ROLLUPS = ("diag_window", "request_tbt", "gap_context", "window_stats")
 """The shared rollups (traceq/sql/rollups.sql) that `materialise` caches, in this order."""
 
 
+LOCAL_SHUFFLE_PARTITIONS = 8
+"""Shuffle partitions in local mode: Spark's default of 200 is sized for clusters, and on one
+machine each partition is a task whose start-up dominates at traceq's rollup sizes."""
+
+
 def spark_session(app_name: str = "traceq") -> SparkSession:
     """The SparkSession of the usual Spark configuration: `SPARK_REMOTE` (Spark Connect),
     `spark-submit --master ...` or spark-defaults.conf; local mode on this machine when none
@@ -39,7 +44,12 @@ def spark_session(app_name: str = "traceq") -> SparkSession:
         "PYSPARK_SUBMIT_ARGS", ""
     ):
         builder = builder.config("spark.master", os.environ.get("MASTER", "local[*]"))
-    return builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
+        builder = builder.config("spark.sql.shuffle.partitions", str(LOCAL_SHUFFLE_PARTITIONS))
+    return (
+        builder.config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")  # stdout carries the findings
+        .getOrCreate()
+    )
 
 
 class SparkExecutor:

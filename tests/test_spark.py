@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 
 from tests.playbook_helpers import synth_dataset
 from traceq.playbooks import load_catalog
-from traceq.playbooks.engine import bind
+from traceq.playbooks.engine import bind, run_playbook
 from traceq.playbooks.executor import materialise_rollups
 from traceq.schema import TABLES
 from traceq.session import QueryError, Session
@@ -36,6 +36,7 @@ def engines(tmp_path_factory):
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("FATAL")
@@ -124,3 +125,25 @@ def test_bad_query_is_a_query_error(engines):
     _, spark = engines
     with pytest.raises(QueryError, match=r"no_such_view|TABLE_OR_VIEW"):
         spark.query("SELECT * FROM no_such_view")
+
+
+def test_run_playbook_gives_the_same_finding(engines):
+    """The playbook engine through the executor seam: requires, symptom, figures, causes,
+    evidence and examples of one playbook, run by each engine."""
+    duck, spark = engines
+    pb = load_catalog().by_id()["prefill-interference"]
+    found = {}
+    for name, executor in (("duckdb", duck), ("spark", spark)):
+        materialise_rollups(executor)
+        found[name] = run_playbook(executor, pb, pb.defaults()).to_dict()
+    duck_f, spark_f = found["duckdb"], found["spark"]
+    assert spark_f["status"] == duck_f["status"] == "fail"
+    assert spark_f["message"] == duck_f["message"]
+    assert spark_f["windows"] == duck_f["windows"]
+    assert [(c["id"], c["status"], c["strength"]) for c in spark_f["causes"]] == [
+        (c["id"], c["status"], c["strength"]) for c in duck_f["causes"]
+    ]
+    shape = [(e["id"], e["columns"], len(e["rows"])) for e in duck_f["evidence"]]
+    assert [(e["id"], e["columns"], len(e["rows"])) for e in spark_f["evidence"]] == shape
+    # requests stalled behind the same prefill tie on their longest gap: same set, any order
+    assert sorted(spark_f["example_requests"]) == sorted(duck_f["example_requests"])

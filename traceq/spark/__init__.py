@@ -102,9 +102,10 @@ def register(
     for role in PICK_ROLES:
         for mode in ("all", "some"):
             paths = [
-                uri(ds.path_of(s["files"]["tokens"]))
+                uri(path)
                 for sid, s in tokens.items()
                 if modes.get(sid, {}).get(role) == mode
+                for path in _source_files(ds, s, "tokens")
             ]
             _parquet(spark, "tokens", paths).createOrReplaceTempView(f"_tokens_{role}_{mode}")
     skipped: dict[str, str] = {}
@@ -145,6 +146,13 @@ def view_sql(
     return out
 
 
+def _source_files(ds: Dataset, source: dict[str, Any], table: str) -> list[Path]:
+    """The files of one source's table, each checked by `Dataset.path_of` (a manifest lists
+    one path per table, or a list of partition files)."""
+    rels = source["files"][table]
+    return [ds.path_of(rel) for rel in (rels if isinstance(rels, list) else [rels])]
+
+
 def _first_line(exc: BaseException) -> str:
     lines = str(getattr(exc, "desc", None) or exc).strip().splitlines()
     return lines[0][:500] if lines else type(exc).__name__
@@ -156,7 +164,8 @@ def _parquet(spark: SparkSession, table: str, paths: list[str]) -> DataFrame:
     schema = _table_schema(spark, table)
     if not paths:
         return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*paths)
+    # the manifest lists every file: no partition discovery from day=/instance= folders
+    return spark.read.schema(schema).option("recursiveFileLookup", "true").parquet(*paths)
 
 
 def _table_schema(spark: SparkSession, table: str) -> Any:

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint bench docs sample-traces large-dataset browser-setup app fuzz
+.PHONY: setup demo test lint bench docs sample-traces large-dataset browser-setup spark-setup app fuzz
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,13 @@ lint: setup
 browser-setup:
 	bash tests/browser/setup.sh
 
+# The Spark engine test runs pyspark in local mode on Debian's Java; this installs the JRE when
+# missing.
+spark-setup:
+	bash tests/spark/setup.sh
+
 # pytest exits 5 when it collects no test; that is not a failure of the build.
-test: lint browser-setup
+test: lint browser-setup spark-setup
 	$(BIN)/python -m pytest || [ $$? -eq 5 ]
 
 # The postmortem app: pick a bundled scenario, a dataset or upload files (or: traceq app DATASET).

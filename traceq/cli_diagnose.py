@@ -7,6 +7,7 @@ config or input errors (a playbook that errors is reported, not an input error).
 
 from __future__ import annotations
 
+import contextlib
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,9 @@ def _overrides(
               default=None, help="Output format [default: text].")  # fmt: skip
 @click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
               help="Exit 1 when a finding this severe or worse fails [default: info].")  # fmt: skip
+@click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb",
+              help="Query engine: DuckDB on this machine, or Spark (local mode, or the "
+              "cluster of SPARK_REMOTE / spark-submit; docs/SCALE.md).")  # fmt: skip
 @click.option("-v", "--verbose", is_flag=True, help="Text: list passing playbooks too.")
 def diagnose_cmd(
     dataset: str,
@@ -102,6 +106,7 @@ def diagnose_cmd(
     config_path: str | None,
     out_format: str | None,
     fail_on: str | None,
+    engine: str,
     verbose: bool,
 ) -> None:
     """Run the playbooks over DATASET: what is wrong, where, why and what to check next."""
@@ -118,8 +123,11 @@ def diagnose_cmd(
     if fail_on not in SEVERITIES:
         raise Failure(f"fail_on must be one of {', '.join(SEVERITIES)}, got {fail_on!r}")
     try:
-        with Session(dataset) as session:
-            result = diagnose(session, playbooks, options)
+        if engine == "spark":
+            result = _diagnose_spark(dataset, playbooks, options)
+        else:
+            with Session(dataset) as session:
+                result = diagnose(session, playbooks, options)
     except (QueryError, ValueError) as exc:
         raise Failure(str(exc)) from exc
     out_format = out_format or settings.get("format", "text")
@@ -132,6 +140,23 @@ def diagnose_cmd(
     threshold = severity_rank(fail_on)
     if any(f.failed and severity_rank(f.severity) >= threshold for f in result.findings):
         raise FindingsFailed
+
+
+def _diagnose_spark(dataset: str, playbooks: list[Any], options: Options) -> Any:
+    """`diagnose` with the queries run by Spark (traceq/spark/)."""
+    try:
+        import pyspark  # noqa: F401
+
+        from traceq.spark import SparkExecutor, spark_session
+    except ImportError as exc:
+        raise Failure(f"--engine spark needs pyspark: pip install 'traceq[spark]' ({exc})") from exc
+    spark = spark_session()
+    with contextlib.suppress(Exception):  # Spark Connect has no SparkContext here
+        spark.sparkContext.setLogLevel("FATAL")  # failing queries are reported per playbook
+    with SparkExecutor(spark, dataset) as executor:
+        for view, reason in executor.skipped.items():
+            click.echo(f"warning: view {view} is not on Spark: {reason}", err=True)
+        return diagnose(executor, playbooks, options)
 
 
 @click.command("explain")

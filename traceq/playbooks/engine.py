@@ -16,6 +16,7 @@ still run):
 5. evidence queries (bounded tables) and example requests.
 
 Parameters bind as DuckDB `$name` values: defaults from the file, overridden per playbook.
+Queries go through an executor (traceq/playbooks/executor.py): a DuckDB `Session`, or Spark.
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ from typing import Any
 import polars as pl
 
 from traceq.findings import Cause, Diagnosis, Evidence, Finding, severity_rank
+from traceq.playbooks.executor import Executor, materialise_rollups
 from traceq.playbooks.model import PARAM_REF, CauseSpec, Playbook, Requirement
-from traceq.playbooks.rollups import materialise
 from traceq.playbooks.windows import merge_windows
-from traceq.session import QueryError, Session
+from traceq.session import QueryError
 
 STATUS_ORDER = {"fail": 0, "warn": 1, "error": 2, "not_applicable": 3, "pass": 4}
 CAUSE_ORDER = {"confirmed": 0, "not_confirmed": 1, "not_applicable": 2, "error": 3}
@@ -53,7 +54,7 @@ class Options:
 
 
 def diagnose(
-    session: Session, playbooks: list[Playbook], options: Options | None = None
+    session: Executor, playbooks: list[Playbook], options: Options | None = None
 ) -> Diagnosis:
     """Run `playbooks` on `session`'s dataset; findings worst first."""
     options = options or Options()
@@ -62,7 +63,7 @@ def diagnose(
     digest = dataset_hash(session)
     rollup_error = None
     try:
-        materialise(session)
+        materialise_rollups(session)
     except QueryError as exc:  # playbooks then read the views themselves
         rollup_error = str(exc)
     findings = []
@@ -112,7 +113,7 @@ def _overlap(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
 
 
 def run_playbook(
-    session: Session, pb: Playbook, params: dict[str, Any], options: Options | None = None
+    session: Executor, pb: Playbook, params: dict[str, Any], options: Options | None = None
 ) -> Finding:
     """One playbook → one Finding; any failure becomes status `error`."""
     options = options or Options()
@@ -136,7 +137,7 @@ def run_playbook(
 
 
 def _run(
-    session: Session, pb: Playbook, params: dict[str, Any], options: Options, f: Finding
+    session: Executor, pb: Playbook, params: dict[str, Any], options: Options, f: Finding
 ) -> None:
     unmet = unmet_requirements(session, pb.requires, params)
     if unmet:
@@ -178,7 +179,7 @@ def _run(
 
 
 def unmet_requirements(
-    session: Session, requires: tuple[Requirement, ...], params: dict[str, Any]
+    session: Executor, requires: tuple[Requirement, ...], params: dict[str, Any]
 ) -> list[str]:
     """The `needs` text of every requirement whose query counts fewer than `min_rows`."""
     unmet = []
@@ -190,7 +191,7 @@ def unmet_requirements(
     return unmet
 
 
-def check_cause(session: Session, spec: CauseSpec, at: dict[str, Any]) -> Cause:
+def check_cause(session: Executor, spec: CauseSpec, at: dict[str, Any]) -> Cause:
     """Run one cause's confirming check on the worst incident."""
     cause = Cause(id=spec.id, title=spec.title, status="not_confirmed", see=spec.see)
     try:
@@ -229,7 +230,7 @@ def bind(sql: str, values: dict[str, Any]) -> dict[str, Any]:
     return {name: values[name] for name in dict.fromkeys(PARAM_REF.findall(sql))}
 
 
-def _row(session: Session, sql: str, values: dict[str, Any]) -> dict[str, Any]:
+def _row(session: Executor, sql: str, values: dict[str, Any]) -> dict[str, Any]:
     frame = session.query(sql, bind(sql, values))
     return {k: _plain_value(v) for k, v in frame.row(0, named=True).items()} if frame.height else {}
 
@@ -242,7 +243,7 @@ def _plain_value(v: Any) -> Any:
 
 
 def _evidence(
-    session: Session, qid: str, title: str, sql: str, at: dict[str, Any], cap: int
+    session: Executor, qid: str, title: str, sql: str, at: dict[str, Any], cap: int
 ) -> Evidence:
     results = session.execute(sql, bind(sql, at), row_cap=cap)
     return Evidence(
@@ -296,13 +297,13 @@ def _when(start: int, end: int) -> dict[str, Any]:
     }
 
 
-def dataset_hash(session: Session) -> str:
+def dataset_hash(session: Executor) -> str:
     """A short hash of the dataset's sources (their content hashes), stable across runs."""
     ids = sorted(str(s.get("source_id")) for s in session.manifest.get("sources", []))
     return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
 
 
-def _time_range(session: Session) -> dict[str, int | None]:
+def _time_range(session: Executor) -> dict[str, int | None]:
     try:
         row = session.query("SELECT t_start, t_end FROM diag_window")
     except QueryError:

@@ -1,0 +1,307 @@
+"""DuckDB SQL → Spark SQL: one dialect in the repository, rendered for Spark by sqlglot.
+
+The public views (traceq/sql/*.sql) and every playbook check (traceq/playbooks/catalog/*.yaml)
+are written once, for DuckDB. `to_spark` parses a statement with sqlglot's DuckDB dialect,
+applies the rewrites below for what sqlglot does not carry over by itself, and prints it in
+sqlglot's Spark dialect. Nothing here knows a view or a playbook by name: every rule is about
+a DuckDB construct, so a view edited or added later translates without a change here.
+
+DuckDB constructs rewritten (and why each rewrite gives the same rows):
+
+- `CREATE MACRO name(args) AS expr` (views.sql `_latency_stats`): Spark SQL has no SQL
+  macros; `Macros` collects them and every call is replaced by the body with the arguments
+  substituted, before anything else is rewritten.
+- `quantile_cont(x, p)` / `quantile_cont(x, [p, ...])` → `percentile(x, p)`: both are the
+  exact, linearly interpolated quantile (sqlglot would print `percentile_cont(x, p)`, which
+  Spark accepts only as `WITHIN GROUP`).
+- `make_timestamp_ns(ns)` → `CAST(timestamp_micros(ns DIV 1000) AS TIMESTAMP_NTZ)`: Spark
+  timestamps stop at microseconds, so the `*_at` columns are the same instant truncated to µs.
+- `ASOF LEFT JOIN r ON l.a >= r.b [AND l.k = r.k]`: Spark has no as-of join. The right
+  side gets the next key of its partition (`lead(b) OVER (PARTITION BY k ORDER BY b)`) and
+  the join becomes an interval join `l.a >= r.b AND (l.a < next OR next IS NULL)`, which
+  matches exactly the row DuckDB's as-of join picks (the greatest b <= a); of rows with
+  equal b one wins, as in DuckDB. Spark plans it as a nested-loop join (docs/SCALE.md).
+- `FROM w, generate_series(a, b, step) AS g` (a table function reading an earlier FROM item)
+  → `LATERAL (SELECT explode(sequence(a, b, step)) AS generate_series) AS g`: both include
+  both ends, and `g.generate_series` keeps its name.
+- `WITH x AS MATERIALIZED (...)`: a DuckDB planner hint; dropped.
+- `SELECT * EXCLUDE (c, ...) FROM table`: Spark SQL has no star-except, so the star is
+  expanded from the columns the caller's `columns` resolver reports for that relation.
+- Decimal literals (`1.0`, `0.5`) → DOUBLE: DuckDB mixes them with DOUBLE columns as
+  DOUBLE, while Spark keeps DECIMAL and rounds divisions to a fixed scale.
+- `printf(fmt, ...)` → `format_string(fmt, ...)` (the same C-style formats).
+- `list_position(l, x)` → `nullif(array_position(l, x), 0)` (DuckDB: null when absent), and
+  `l[i]` with a computed `i` → `try_element_at(l, i)` (both 1-based, null out of range;
+  sqlglot shifts only literal indexes).
+- `CREATE [OR REPLACE] VIEW` → `CREATE OR REPLACE TEMPORARY VIEW` (session-scoped, like
+  DuckDB's in-memory catalogue).
+
+What sqlglot translates by itself (checked by tests/test_spark.py): 1-based list indexing
+(`q[1]` → `q[0]`), `//` → `DIV`, SEMI / ANTI joins, `GROUP BY ALL`, aggregate `FILTER`,
+`regexp_matches` → `RLIKE`, `list_contains` → `array_contains`, `string_agg`, struct literals,
+`IS NOT DISTINCT FROM` → `<=>`, `bool_or`, `$name` parameters → Spark's named parameter
+markers `:name` (bound by `spark.sql(args=...)`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot import exp
+
+Columns = Callable[[str], list[str]]
+"""Resolver: the column names of a registered table or view (for `* EXCLUDE`)."""
+
+
+class TranslationError(Exception):
+    """A DuckDB statement that has no Spark rendering here (says which construct)."""
+
+
+@dataclass
+class Macros:
+    """DuckDB scalar macros seen so far (name → (parameter names, body))."""
+
+    bodies: dict[str, tuple[list[str], exp.Expr]] = field(default_factory=dict)
+
+    def add(self, create: exp.Create) -> None:
+        udf = create.this
+        name = udf.this.name if isinstance(udf.this, exp.Table) else udf.name
+        params = [p.name for p in udf.expressions]
+        self.bodies[name.lower()] = (params, create.expression)
+
+    def expand(self, tree: exp.Expr) -> exp.Expr:
+        def inline(node: exp.Expr) -> exp.Expr:
+            if not isinstance(node, exp.Anonymous):
+                return node
+            found = self.bodies.get(node.name.lower())
+            if found is None:
+                return node
+            params, body = found
+            if len(params) != len(node.expressions):
+                msg = f"macro {node.name} takes {len(params)} argument(s)"
+                raise TranslationError(msg)
+            values = dict(zip(params, node.expressions, strict=True))
+
+            def bind(inner: exp.Expr) -> exp.Expr:
+                if isinstance(inner, exp.Column) and not inner.table and inner.name in values:
+                    return values[inner.name].copy()
+                return inner
+
+            return body.copy().transform(bind)
+
+        return tree.transform(inline)
+
+
+def parse(sql: str) -> list[exp.Expr]:
+    """The statements of a DuckDB SQL text (comments dropped)."""
+    return [e for e in sqlglot.parse(sql, read="duckdb") if e is not None]
+
+
+def to_spark(
+    sql: str | exp.Expr, macros: Macros | None = None, columns: Columns | None = None
+) -> str:
+    """One DuckDB statement rendered as Spark SQL."""
+    tree = parse(sql)[0] if isinstance(sql, str) else sql.copy()
+    if macros is not None:
+        tree = macros.expand(tree)
+    for rule in _RULES:
+        tree = rule(tree)
+    if columns is not None or any(
+        isinstance(s, exp.Star) and s.args.get("except_") for s in tree.find_all(exp.Star)
+    ):
+        tree = _expand_exclude(tree, columns)
+    try:
+        return tree.sql("spark", unsupported_level=sqlglot.ErrorLevel.RAISE, comments=False)
+    except sqlglot.errors.UnsupportedError as exc:
+        raise TranslationError(str(exc)) from exc
+
+
+def view_name(tree: exp.Expr) -> str | None:
+    """The view a `CREATE VIEW` statement creates, else None."""
+    if isinstance(tree, exp.Create) and str(tree.args.get("kind", "")).upper() == "VIEW":
+        return tree.this.name
+    return None
+
+
+def is_macro(tree: exp.Expr) -> bool:
+    return isinstance(tree, exp.Create) and str(tree.args.get("kind", "")).upper() == "MACRO"
+
+
+# -- rules ---------------------------------------------------------------------------------
+
+
+def _temporary_views(tree: exp.Expr) -> exp.Expr:
+    if view_name(tree) is not None:
+        tree.set("replace", True)
+        props = tree.args.get("properties") or exp.Properties(expressions=[])
+        if not any(isinstance(p, exp.TemporaryProperty) for p in props.expressions):
+            props.append("expressions", exp.TemporaryProperty())
+        tree.set("properties", props)
+    return tree
+
+
+def _no_materialized(tree: exp.Expr) -> exp.Expr:
+    for cte in tree.find_all(exp.CTE):
+        cte.set("materialized", None)
+    return tree
+
+
+def _functions(tree: exp.Expr) -> exp.Expr:
+    def rewrite(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.PercentileCont) and not isinstance(node.parent, exp.WithinGroup):
+            return exp.Anonymous(this="percentile", expressions=[node.this, node.expression])
+        if isinstance(node, exp.Anonymous):
+            name = node.name.lower()
+            if name == "make_timestamp_ns":
+                micros = exp.IntDiv(this=node.expressions[0], expression=exp.Literal.number(1000))
+                stamp = exp.Anonymous(this="timestamp_micros", expressions=[micros])
+                return exp.Cast(this=stamp, to=exp.DataType.build("TIMESTAMP_NTZ", dialect="spark"))
+            if name == "printf":
+                return exp.Anonymous(this="format_string", expressions=node.expressions)
+            if name == "list_position":
+                found = exp.Anonymous(this="array_position", expressions=node.expressions)
+                return exp.Nullif(this=found, expression=exp.Literal.number(0))
+        if isinstance(node, exp.Literal) and not node.is_string and _is_decimal(node.this):
+            return exp.Cast(this=node, to=exp.DataType.build("DOUBLE"))
+        return node
+
+    return tree.transform(rewrite)
+
+
+def _computed_index(tree: exp.Expr) -> exp.Expr:
+    def rewrite(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Bracket) and len(node.expressions) == 1:
+            index = node.expressions[0]
+            if not isinstance(index, exp.Literal):
+                at = exp.Cast(this=index, to=exp.DataType.build("INT"))
+                return exp.Anonymous(this="try_element_at", expressions=[node.this, at])
+        return node
+
+    return tree.transform(rewrite)
+
+
+def _is_decimal(text: str) -> bool:
+    return "." in text and "e" not in text.lower()
+
+
+def _generate_series(tree: exp.Expr) -> exp.Expr:
+    for table in list(tree.find_all(exp.Table)):
+        series = table.this
+        if not isinstance(series, exp.GenerateSeries):
+            continue
+        if series.args.get("is_end_exclusive"):
+            raise TranslationError("range() as a table has no Spark rendering here")
+        args = [series.args["start"], series.args["end"]]
+        if series.args.get("step") is not None:
+            args.append(series.args["step"])
+        alias = table.alias or "generate_series"
+        select = exp.select(
+            exp.alias_(
+                exp.Explode(this=exp.Anonymous(this="sequence", expressions=args)),
+                "generate_series",
+            )
+        )
+        lateral = exp.Lateral(
+            this=exp.Subquery(this=select), alias=exp.TableAlias(this=exp.to_identifier(alias))
+        )
+        table.replace(lateral)
+    return tree
+
+
+def _asof_joins(tree: exp.Expr) -> exp.Expr:
+    for join in list(tree.find_all(exp.Join)):
+        if str(join.args.get("method") or "").upper() != "ASOF":
+            continue
+        _rewrite_asof(join)
+    return tree
+
+
+def _rewrite_asof(join: exp.Join) -> None:
+    right = join.this
+    alias = right.alias_or_name
+    conditions = list(_conjuncts(join.args["on"]))
+    inequality = [c for c in conditions if isinstance(c, (exp.GTE, exp.LTE))]
+    equal = [c for c in conditions if isinstance(c, exp.EQ)]
+    if len(inequality) != 1 or len(equal) + 1 != len(conditions):
+        raise TranslationError("ASOF JOIN needs one >= (or <=) and otherwise = conditions")
+    cond = inequality[0]
+    left_key, right_key = cond.this, cond.expression
+    if isinstance(cond, exp.LTE):  # r.b <= l.a, the same as l.a >= r.b
+        left_key, right_key = right_key, left_key
+    if not (isinstance(right_key, exp.Column) and right_key.table == alias):
+        raise TranslationError("ASOF JOIN: the right side of >= must be a column of the join")
+    partition = [
+        exp.column(side.name)
+        for c in equal
+        for side in (c.this, c.expression)
+        if isinstance(side, exp.Column) and side.table == alias
+    ]
+    inner = right.copy()
+    inner.set("alias", None)
+    window = exp.Window(
+        this=exp.Anonymous(this="lead", expressions=[exp.column(right_key.name)]),
+        partition_by=partition or None,
+        order=exp.Order(expressions=[exp.Ordered(this=exp.column(right_key.name))]),
+    )
+    body = exp.select(exp.Star(), exp.alias_(window, "_asof_next")).from_(inner)
+    join.set("this", exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    nxt = exp.column("_asof_next", table=alias)
+    upper = exp.or_(
+        exp.LT(this=left_key.copy(), expression=nxt), exp.Is(this=nxt.copy(), expression=exp.Null())
+    )
+    join.set(
+        "on",
+        exp.and_(
+            exp.GTE(this=left_key.copy(), expression=right_key.copy()), exp.paren(upper), *equal
+        ),
+    )
+    join.set("method", None)
+
+
+def _conjuncts(node: exp.Expr) -> Iterator[exp.Expr]:
+    node = node.unnest()
+    if isinstance(node, exp.And):
+        yield from _conjuncts(node.this)
+        yield from _conjuncts(node.expression)
+    else:
+        yield node
+
+
+def _expand_exclude(tree: exp.Expr, columns: Columns | None) -> exp.Expr:
+    for star in list(tree.find_all(exp.Star)):
+        excluded = star.args.get("except_")
+        if not excluded:
+            continue
+        select = star.find_ancestor(exp.Select)
+        source = select.args.get("from_") if select is not None else None
+        table = source.this if source is not None else None
+        if (
+            select is None
+            or columns is None
+            or not isinstance(table, exp.Table)
+            or select.args.get("joins")
+        ):
+            raise TranslationError("* EXCLUDE needs a single table or view in FROM")
+        drop = {e.name.lower() for e in excluded}
+        kept: list[exp.Expr] = [exp.column(c) for c in columns(table.name) if c.lower() not in drop]
+        _splice(select, star, kept)
+    return tree
+
+
+def _splice(select: exp.Select, star: exp.Expr, kept: list[exp.Expr]) -> None:
+    items: list[exp.Expr] = []
+    for item in select.expressions:
+        items += kept if item is star else [item]
+    select.set("expressions", items)
+
+
+_RULES: tuple[Callable[[exp.Expr], exp.Expr], ...] = (
+    _temporary_views,
+    _no_materialized,
+    _asof_joins,
+    _generate_series,
+    _functions,
+    _computed_index,
+)

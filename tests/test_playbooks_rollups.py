@@ -44,6 +44,10 @@ def jitter(tmp_path_factory):
 def test_stall_counts_match_every_gap(jitter):
     with Session(jitter) as s:
         materialise(s)
+        cols = "request_id, source_id, view, ts_prev, ts, tbt_ms, req_tbt_p50_ms, prefill_tokens"
+        long_gaps = s.query(f"SELECT {cols} FROM gap_context WHERE tbt_ms >= 100 ORDER BY ALL")
+        assert long_gaps.height > 0
+        assert s.query(f"SELECT {cols} FROM gap_stalls ORDER BY ALL").equals(long_gaps)
         per_window = s.query(
             f"SELECT {WINDOW} AS ts, count(*) AS gaps, count(*) FILTER (WHERE {STALL}) AS stalls "
             "FROM gap_context AS c, diag_window AS w GROUP BY ALL ORDER BY ts"

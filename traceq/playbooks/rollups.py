@@ -18,7 +18,14 @@ from traceq.playbooks.steps import note
 from traceq.session import QueryError, Session
 from traceq.sql import load
 
-ROLLUPS = ("diag_window", "_request_gaps", "gap_stalls", "request_tbt", "window_stats")
+ROLLUPS = (
+    "diag_window",
+    "_prefill_timeline",
+    "_request_gaps",
+    "gap_stalls",
+    "request_tbt",
+    "window_stats",
+)
 
 
 def materialise(session: Session) -> dict[str, float]:

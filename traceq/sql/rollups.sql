@@ -19,6 +19,20 @@ SELECT c.request_id, c.source_id, 'client' AS view, c.ts, c.tbt_ns, c.tbt_ms
 FROM client_token_gaps AS c
 ANTI JOIN request_phases AS p ON p.request_id = c.request_id AND p.source_id = c.source_id;
 
+-- Internal (not a public view): the running total of uncached prompt tokens whose prefill
+-- finished (first token) by each time; a gap's prefill_tokens is the difference between its
+-- two ends (ASOF joins in gap_context and gap_stalls).
+CREATE OR REPLACE VIEW _prefill_timeline AS
+WITH firsts AS (
+    SELECT
+        t_arrival + ttft_ns AS ts,
+        sum(greatest(coalesce(prompt_tokens, 0) - coalesce(cached_tokens, 0), 0)) AS tokens
+    FROM request_phases
+    WHERE ttft_ns IS NOT NULL
+    GROUP BY ALL
+)
+SELECT ts, sum(tokens) OVER (ORDER BY ts) AS cum_tokens FROM firsts;
+
 -- @view chunk_gaps
 -- One row per chunk of every request the rollups judge: the chunks of the row standing for
 -- each request (token_gaps) and the client's own chunks where a server row stands for the
@@ -87,8 +101,9 @@ FROM sized;
 
 -- Internal (not a public view; indented so that traceq/docs.py reads past it): request_tbt
 -- without the stall count, one grouped pass over every chunk (both percentiles from one list
--- quantile: one sort per request); gap_context reads the median here, request_tbt adds the
--- stalls.
+-- quantile: one sort per request), which also collects the request's gaps of 100 ms and more
+-- (long_gaps) so that gap_stalls needs no second pass; gap_context reads the median here,
+-- request_tbt adds the stalls.
 CREATE OR REPLACE VIEW _request_gaps AS (
     SELECT
         request_id,
@@ -98,7 +113,8 @@ CREATE OR REPLACE VIEW _request_gaps AS (
         quantile_cont(tbt_ms, [0.5, 0.99]) AS tbt_q,
         max(tbt_ms) AS mx,
         min(ts) AS t_first,
-        max(ts) AS t_last
+        max(ts) AS t_last,
+        list({'ts': ts, 'tbt_ns': tbt_ns}) FILTER (WHERE tbt_ns >= 100000000) AS long_gaps
     FROM chunk_gaps
     GROUP BY request_id, source_id
 );
@@ -109,18 +125,7 @@ CREATE OR REPLACE VIEW _request_gaps AS (
 -- fell in it; request_phases, uncached prompt tokens), the request's median gap, and the
 -- view of the source. The input of interference and stall checks.
 CREATE OR REPLACE VIEW gap_context AS
-WITH firsts AS (
-    SELECT
-        t_arrival + ttft_ns AS ts,
-        sum(greatest(coalesce(prompt_tokens, 0) - coalesce(cached_tokens, 0), 0)) AS tokens
-    FROM request_phases
-    WHERE ttft_ns IS NOT NULL
-    GROUP BY ALL
-),
-timeline AS (
-    SELECT ts, sum(tokens) OVER (ORDER BY ts) AS cum_tokens FROM firsts
-),
-gaps AS (
+WITH gaps AS (
     SELECT
         request_id,
         source_id,
@@ -133,12 +138,12 @@ gaps AS (
 at_end AS (
     SELECT g.*, coalesce(t.cum_tokens, 0) AS cum_end
     FROM gaps AS g
-    ASOF LEFT JOIN timeline AS t ON g.ts >= t.ts
+    ASOF LEFT JOIN _prefill_timeline AS t ON g.ts >= t.ts
 ),
 at_both AS (
     SELECT g.*, coalesce(t.cum_tokens, 0) AS cum_start
     FROM at_end AS g
-    ASOF LEFT JOIN timeline AS t ON g.ts_prev >= t.ts
+    ASOF LEFT JOIN _prefill_timeline AS t ON g.ts_prev >= t.ts
 )
 SELECT
     -- Request id.
@@ -163,8 +168,36 @@ JOIN _request_gaps AS q ON q.request_id = b.request_id AND q.source_id = b.sourc
 -- @view gap_stalls
 -- gap_context for the gaps of at least 100 ms only: every gap a playbook may call a stall
 -- (tbt-jitter's stall_floor_ms and prefill-interference's stall_ms start there), a small
--- share of all gaps, so the stall rollups and checks read this instead of every gap.
+-- share of all gaps, so the stall rollups and checks read this instead of every gap. The
+-- rows come from the grouped pass of request_tbt (no second pass over the chunks);
+-- tests/test_playbooks_rollups.py checks them against gap_context.
 CREATE OR REPLACE VIEW gap_stalls AS
+WITH long AS (
+    SELECT request_id, source_id, view, tbt_q[1] AS p50, unnest(long_gaps) AS g
+    FROM _request_gaps
+    WHERE request_id IS NOT NULL AND source_id IS NOT NULL
+),
+gaps AS (
+    SELECT
+        request_id,
+        source_id,
+        view,
+        p50,
+        g.ts - g.tbt_ns AS ts_prev,
+        g.ts AS ts,
+        g.tbt_ns / 1e6 AS tbt_ms
+    FROM long
+),
+at_end AS (
+    SELECT g.*, coalesce(t.cum_tokens, 0) AS cum_end
+    FROM gaps AS g
+    ASOF LEFT JOIN _prefill_timeline AS t ON g.ts >= t.ts
+),
+at_both AS (
+    SELECT g.*, coalesce(t.cum_tokens, 0) AS cum_start
+    FROM at_end AS g
+    ASOF LEFT JOIN _prefill_timeline AS t ON g.ts_prev >= t.ts
+)
 SELECT
     -- Request id.
     request_id,
@@ -179,11 +212,10 @@ SELECT
     -- The gap (ms), at least 100.
     tbt_ms,
     -- The request's median gap (ms; request_tbt).
-    req_tbt_p50_ms,
+    p50 AS req_tbt_p50_ms,
     -- Uncached prompt tokens of requests whose first token fell inside the gap.
-    prefill_tokens
-FROM gap_context
-WHERE tbt_ms >= 100;
+    cum_end - cum_start AS prefill_tokens
+FROM at_both;
 
 -- @view request_tbt
 -- One row per request and token source (server spans, client spans): its chunk gaps

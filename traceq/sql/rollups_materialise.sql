@@ -5,6 +5,7 @@
 -- (every chunk gap) is not materialised: at a million requests it would not fit the memory
 -- limit; playbooks read it for one incident's time range, and gap_stalls for the rest.
 CREATE OR REPLACE TEMP TABLE diag_window AS SELECT * FROM main.diag_window;
+CREATE OR REPLACE TEMP TABLE _prefill_timeline AS SELECT * FROM main._prefill_timeline;
 CREATE OR REPLACE TEMP TABLE _request_gaps AS SELECT * FROM main._request_gaps;
 CREATE OR REPLACE TEMP TABLE gap_stalls AS SELECT * FROM main.gap_stalls;
 CREATE OR REPLACE TEMP TABLE request_tbt AS SELECT * FROM main.request_tbt;

@@ -1,19 +1,24 @@
 """Time of all playbooks against one DuckDB scan of the same dataset, side by side.
 
-    python bench/diagnose.py DATASET          # e.g. /tmp/traceq-large (make large-dataset)
-    python bench/diagnose.py --synth 100000   # generate + ingest the `large` scenario cut to N
+    python bench/diagnose.py DATASET              # e.g. /tmp/large-ds (make large-dataset)
+    python bench/diagnose.py --synth 100000       # generate + ingest `large` cut to N
+    python bench/diagnose.py DATASET --repeat 3   # alternate the two runs, report medians
+    python bench/diagnose.py DATASET --profile    # also: seconds per playbook and step
 
-The reference is one query computing TBT p99 over every token (`token_gaps`, a window over
-`tokens`); the run is `diagnose()` with every built-in playbook (rollups included). Each
-runs in its own process so peak RSS (ru_maxrss) is its own; both under the Session's default
-memory limit. Prints one Markdown row for docs/PERFORMANCE.md.
+The reference is one query computing TBT p99 over every token (`token_gaps`, a projection
+of `tokens`); the run is `diagnose()` with every built-in playbook (rollups included). Each
+runs in its own process (session opening included in both) so peak RSS (VmHWM) is its own;
+both under the Session's default memory limit. The two alternate, so load from other work
+on the machine falls on both alike; the ratio of the medians is the figure. Prints one
+Markdown row for docs/PERFORMANCE.md and the load average.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,30 +29,42 @@ ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = "SELECT quantile_cont(tbt_ms, 0.99) AS tbt_p99_ms FROM token_gaps"
 
 
-def child(kind: str, dataset: str) -> None:
-    from traceq.playbooks import diagnose, load_catalog
+def peak_rss_mib() -> float:
+    """This process's peak resident set (VmHWM), MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    import resource  # not Linux: ru_maxrss (KiB on Linux, bytes on macOS)
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child(kind: str, dataset: str, profile: bool) -> None:
+    from traceq.playbooks import Options, diagnose, load_catalog
     from traceq.session import Session
 
+    steps: list = []  # traceq.playbooks.steps.Step, when profiling
     started = time.perf_counter()
     with Session(dataset, time_limit_s=3600) as s:
         if kind == "reference":
             s.query(REFERENCE)
             detail = ""
         else:
-            d = diagnose(s, load_catalog().playbooks)
+            options = Options(profile=steps) if profile else Options()
+            d = diagnose(s, load_catalog().playbooks, options)
             detail = ", ".join(f"{f.id}:{f.status}" for f in d.findings)
     elapsed = time.perf_counter() - started
-    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"kind": kind, "s": elapsed, "rss_mib": rss_mib, "detail": detail}))
+    out = {"kind": kind, "s": elapsed, "rss_mib": peak_rss_mib(), "detail": detail}
+    if steps:
+        from traceq.playbooks.steps import summary
+
+        out["profile"] = summary(steps, top=20)
+    print(json.dumps(out))
 
 
-def measure(kind: str, dataset: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", kind, dataset],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+def measure(kind: str, dataset: str, profile: bool = False) -> dict:
+    cmd = [sys.executable, __file__, "--child", kind, dataset] + (["--profile"] if profile else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -68,21 +85,35 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("dataset", nargs="?")
     ap.add_argument("--synth", type=int, help="generate the large scenario cut to N requests")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each, alternating")
+    ap.add_argument("--profile", action="store_true", help="print seconds per playbook/step")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        child(a.child, a.dataset)
+        child(a.child, a.dataset, a.profile)
         return
     with tempfile.TemporaryDirectory(prefix="traceq-bench-diag-") as tmp:
         dataset = a.dataset or synth(a.synth or 100_000, Path(tmp))
-        ref = measure("reference", dataset)
-        run = measure("diagnose", dataset)
-        ratio = run["s"] / ref["s"]
-        print("| dataset | TBT p99 scan (s) | all playbooks (s) | ratio | peak RSS (MiB) |")
-        print("|---|---|---|---|---|")
-        print(f"| {dataset} | {ref['s']:.2f} | {run['s']:.2f} | {ratio:.1f}× | "
-              f"{run['rss_mib']:.0f} (reference {ref['rss_mib']:.0f}) |")  # fmt: skip
-        print(run["detail"])
+        load_before = os.getloadavg()
+        refs, runs = [], []
+        for i in range(a.repeat):
+            refs.append(measure("reference", dataset))
+            runs.append(measure("diagnose", dataset, a.profile and i == a.repeat - 1))
+        load_after = os.getloadavg()
+    ref_s = statistics.median(r["s"] for r in refs)
+    run_s = statistics.median(r["s"] for r in runs)
+    ref_rss = max(r["rss_mib"] for r in refs)
+    run_rss = max(r["rss_mib"] for r in runs)
+    print("| dataset | TBT p99 scan (s) | all playbooks (s) | ratio | peak RSS (MiB) |")
+    print("|---|---|---|---|---|")
+    print(f"| {dataset} | {ref_s:.2f} | {run_s:.2f} | {run_s / ref_s:.1f}× | "
+          f"{run_rss:.0f} (reference {ref_rss:.0f}) |")  # fmt: skip
+    print(f"runs: reference {[round(r['s'], 2) for r in refs]}, "
+          f"diagnose {[round(r['s'], 2) for r in runs]}; load average "
+          f"{load_before[0]:.1f} before, {load_after[0]:.1f} after")  # fmt: skip
+    print(runs[-1]["detail"])
+    if "profile" in runs[-1]:
+        print(runs[-1]["profile"], end="")
 
 
 if __name__ == "__main__":

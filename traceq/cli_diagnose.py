@@ -20,6 +20,7 @@ from traceq.findings import SEVERITIES, severity_rank
 from traceq.playbooks import Options, diagnose, load_catalog, load_dir
 from traceq.playbooks.loader import LoadReport, builtin_dir
 from traceq.playbooks.render import render_explain, render_markdown, render_text
+from traceq.playbooks.steps import Step, summary
 from traceq.session import QueryError, Session
 
 
@@ -98,6 +99,8 @@ def _overrides(
               help="Query engine: DuckDB on this machine, or Spark (local mode, or the "
               "cluster of SPARK_REMOTE / spark-submit; docs/SCALE.md).")  # fmt: skip
 @click.option("-v", "--verbose", is_flag=True, help="Text: list passing playbooks too.")
+@click.option("--profile", is_flag=True, help="Print seconds per playbook and the slowest "
+              "queries to stderr.")  # fmt: skip
 def diagnose_cmd(
     dataset: str,
     playbook_dir: str | None,
@@ -108,6 +111,7 @@ def diagnose_cmd(
     fail_on: str | None,
     engine: str,
     verbose: bool,
+    profile: bool,
 ) -> None:
     """Run the playbooks over DATASET: what is wrong, where, why and what to check next."""
     config = _config(config_path)
@@ -118,7 +122,8 @@ def diagnose_cmd(
     if unknown:
         raise click.UsageError(f"no playbook {', '.join(unknown)}; run `traceq playbooks list`")
     playbooks = [p for p in report.playbooks if not wanted or p.id in wanted]
-    options = Options(overrides=_overrides(report, config, params))
+    steps: list[Step] = []
+    options = Options(overrides=_overrides(report, config, params), profile=steps)
     fail_on = fail_on or settings.get("fail_on", "info")
     if fail_on not in SEVERITIES:
         raise Failure(f"fail_on must be one of {', '.join(SEVERITIES)}, got {fail_on!r}")
@@ -130,6 +135,8 @@ def diagnose_cmd(
                 result = diagnose(session, playbooks, options)
     except (QueryError, ValueError) as exc:
         raise Failure(str(exc)) from exc
+    if profile:
+        click.echo(summary(steps), err=True, nl=False)
     out_format = out_format or settings.get("format", "text")
     if out_format == "json":
         click.echo(orjson.dumps(result.to_dict(), option=orjson.OPT_INDENT_2).decode())

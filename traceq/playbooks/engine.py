@@ -33,8 +33,10 @@ from typing import Any
 import polars as pl
 
 from traceq.findings import Cause, Diagnosis, Evidence, Finding, severity_rank
+from traceq.playbooks import steps
 from traceq.playbooks.executor import Executor, materialise_rollups
 from traceq.playbooks.model import PARAM_REF, CauseSpec, Playbook, Requirement
+from traceq.playbooks.steps import run_query
 from traceq.playbooks.windows import merge_windows
 from traceq.session import QueryError
 
@@ -45,12 +47,14 @@ CAUSE_ORDER = {"confirmed": 0, "not_confirmed": 1, "not_applicable": 2, "error":
 @dataclass
 class Options:
     """How a run binds and bounds: per-playbook parameter overrides (`--param ID.NAME=V`),
-    incidents kept per finding, rows per evidence table, example requests."""
+    incidents kept per finding, rows per evidence table, example requests; `profile`, when
+    a list, receives a `steps.Step` (seconds) for every query of the run."""
 
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     max_windows: int = 5
     evidence_rows: int = 20
     examples: int = 5
+    profile: list[steps.Step] | None = None
 
 
 def diagnose(
@@ -62,18 +66,20 @@ def diagnose(
     t0 = time.perf_counter()
     digest = dataset_hash(session)
     rollup_error = None
-    try:
-        materialise_rollups(session)
-    except QueryError as exc:  # playbooks then read the views themselves
-        rollup_error = str(exc)
-    findings = []
-    for pb in playbooks:
-        params = {**pb.defaults(), **options.overrides.get(pb.id, {})}
-        finding = run_playbook(session, pb, params, options)
-        finding.dataset_hash = digest
-        if rollup_error and finding.status == "error":
-            finding.message += f" (rollups failed first: {rollup_error})"
-        findings.append(finding)
+    with steps.recording(options.profile):
+        try:
+            with steps.playbook("rollups"):
+                materialise_rollups(session)
+        except QueryError as exc:  # playbooks then read the views themselves
+            rollup_error = str(exc)
+        findings = []
+        for pb in playbooks:
+            params = {**pb.defaults(), **options.overrides.get(pb.id, {})}
+            finding = run_playbook(session, pb, params, options)
+            finding.dataset_hash = digest
+            if rollup_error and finding.status == "error":
+                finding.message += f" (rollups failed first: {rollup_error})"
+            findings.append(finding)
     mark_secondary(findings)
     findings.sort(key=lambda f: (STATUS_ORDER[f.status], -severity_rank(f.severity), f.id))
     return Diagnosis(
@@ -128,7 +134,8 @@ def run_playbook(
         params=dict(params),
     )
     try:
-        _run(session, pb, params, options, finding)
+        with steps.playbook(pb.id):
+            _run(session, pb, params, options, finding)
     except (QueryError, KeyError, ValueError, TypeError, IndexError) as exc:
         finding.status = "error"
         finding.message = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
@@ -139,13 +146,13 @@ def run_playbook(
 def _run(
     session: Executor, pb: Playbook, params: dict[str, Any], options: Options, f: Finding
 ) -> None:
-    unmet = unmet_requirements(session, pb.requires, params)
+    unmet = unmet_requirements(session, pb.requires, params, "requires")
     if unmet:
         f.status = "not_applicable"
         f.message = "not enough data: needs " + "; ".join(unmet)
         f.next_checks = [f"Add {need}" for need in unmet]
         return
-    frame = session.query(pb.symptom_sql, bind(pb.symptom_sql, params))
+    frame = run_query(session, "symptom", pb.symptom_sql, bind(pb.symptom_sql, params)).frame
     incidents = merge_windows(frame)
     if not incidents:
         f.message = "symptom not seen in any window"
@@ -154,7 +161,8 @@ def _run(
     kept = sorted(incidents, key=lambda w: -(w.get("score") or 0.0))[: options.max_windows]
     for w in kept:
         w.update(_when(w["start"], w["end"]))
-        w.update(_row(session, pb.figures_sql, {**params, "start": w["start"], "end": w["end"]}))
+        values = {**params, "start": w["start"], "end": w["end"]}
+        w.update(_row(session, "figures", pb.figures_sql, values))
     f.windows = sorted(kept, key=lambda w: w["start"])
     at = {**params, "start": worst["start"], "end": worst["end"]}
     figures = next(w for w in kept if w["start"] == worst["start"])
@@ -171,20 +179,22 @@ def _run(
         _evidence(session, q.id, q.title, q.sql, at, options.evidence_rows) for q in pb.evidence
     ]
     if pb.examples_sql:
-        rows = session.execute(
-            pb.examples_sql, bind(pb.examples_sql, at), row_cap=options.examples
-        ).frame
+        sql = pb.examples_sql
+        rows = run_query(session, "examples", sql, bind(sql, at), row_cap=options.examples).frame
         if rows.width:
             f.example_requests = [str(x) for x in rows.to_series(0).to_list()]
 
 
 def unmet_requirements(
-    session: Executor, requires: tuple[Requirement, ...], params: dict[str, Any]
+    session: Executor,
+    requires: tuple[Requirement, ...],
+    params: dict[str, Any],
+    step: str = "requires",
 ) -> list[str]:
     """The `needs` text of every requirement whose query counts fewer than `min_rows`."""
     unmet = []
     for r in requires:
-        row = session.query(r.sql, bind(r.sql, params)).row(0) if r.sql else (0,)
+        row = run_query(session, step, r.sql, bind(r.sql, params)).frame.row(0) if r.sql else (0,)
         n = row[0] if row and row[0] is not None else 0
         if n < r.min_rows:
             unmet.append(f"{r.needs} (found {n:g}, need {r.min_rows})")
@@ -195,12 +205,12 @@ def check_cause(session: Executor, spec: CauseSpec, at: dict[str, Any]) -> Cause
     """Run one cause's confirming check on the worst incident."""
     cause = Cause(id=spec.id, title=spec.title, status="not_confirmed", see=spec.see)
     try:
-        unmet = unmet_requirements(session, spec.requires, at)
+        unmet = unmet_requirements(session, spec.requires, at, f"cause {spec.id} requires")
         if unmet:
             cause.status = "not_applicable"
             cause.needs = "; ".join(unmet)
             return cause
-        row = _row(session, spec.sql, at)
+        row = _row(session, f"cause {spec.id}", spec.sql, at)
     except QueryError as exc:
         cause.status = "error"
         cause.evidence = " ".join(str(exc).split())[:200]
@@ -230,8 +240,8 @@ def bind(sql: str, values: dict[str, Any]) -> dict[str, Any]:
     return {name: values[name] for name in dict.fromkeys(PARAM_REF.findall(sql))}
 
 
-def _row(session: Executor, sql: str, values: dict[str, Any]) -> dict[str, Any]:
-    frame = session.query(sql, bind(sql, values))
+def _row(session: Executor, step: str, sql: str, values: dict[str, Any]) -> dict[str, Any]:
+    frame = run_query(session, step, sql, bind(sql, values)).frame
     return {k: _plain_value(v) for k, v in frame.row(0, named=True).items()} if frame.height else {}
 
 
@@ -245,7 +255,7 @@ def _plain_value(v: Any) -> Any:
 def _evidence(
     session: Executor, qid: str, title: str, sql: str, at: dict[str, Any], cap: int
 ) -> Evidence:
-    results = session.execute(sql, bind(sql, at), row_cap=cap)
+    results = run_query(session, f"evidence {qid}", sql, bind(sql, at), row_cap=cap)
     return Evidence(
         id=qid,
         title=title,
@@ -305,7 +315,7 @@ def dataset_hash(session: Executor) -> str:
 
 def _time_range(session: Executor) -> dict[str, int | None]:
     try:
-        row = session.query("SELECT t_start, t_end FROM diag_window")
+        row = run_query(session, "time range", "SELECT t_start, t_end FROM diag_window").frame
     except QueryError:
         return {}
     if not row.height:

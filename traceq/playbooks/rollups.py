@@ -14,10 +14,18 @@ import time
 
 import duckdb
 
+from traceq.playbooks.steps import note
 from traceq.session import QueryError, Session
 from traceq.sql import load
 
-ROLLUPS = ("diag_window", "request_tbt", "gap_context", "window_stats")
+ROLLUPS = (
+    "diag_window",
+    "_prefill_timeline",
+    "_request_gaps",
+    "gap_stalls",
+    "request_tbt",
+    "window_stats",
+)
 
 
 def materialise(session: Session) -> dict[str, float]:
@@ -32,4 +40,5 @@ def materialise(session: Session) -> dict[str, float]:
             msg = f"rollup {name}: {str(exc).strip()}"
             raise QueryError(msg) from exc
         timings[name] = time.perf_counter() - started
+        note(name, timings[name])
     return timings

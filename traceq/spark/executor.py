@@ -18,15 +18,12 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from traceq.dataset import Dataset
+from traceq.playbooks.rollups import ROLLUPS  # cached by `materialise`, in the engine's order
 from traceq.session import DEFAULT_ROW_CAP, QueryError, Results
 from traceq.spark.translate import TranslationError, to_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-ROLLUPS = ("diag_window", "request_tbt", "gap_context", "window_stats")
-"""The shared rollups (traceq/sql/rollups.sql) that `materialise` caches, in this order."""
-
 
 LOCAL_SHUFFLE_PARTITIONS = 8
 """Shuffle partitions in local mode: Spark's default of 200 is sized for clusters, and on one

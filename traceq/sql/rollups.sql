@@ -1,19 +1,63 @@
 -- Shared rollups of the playbook engine (traceq/playbooks/rollups.py): per-request and
 -- per-window statistics that several playbooks read. They are views like any other (so
--- `traceq sql` and the docs see them); `traceq diagnose` materialises each one once per run
--- into a temporary table of the same name, which shadows the view for the playbooks' queries.
--- Constants that judge (stall definition) are the defaults of the tbt-jitter playbook's
--- parameters; playbooks that take them as parameters recompute from gap_context.
+-- `traceq sql` and the docs see them); `traceq diagnose` materialises the small ones once per
+-- run into temporary tables of the same name, which shadow the views for the playbooks'
+-- queries. Constants that judge (stall definition) are the defaults of the tbt-jitter
+-- playbook's parameters; playbooks that take them as parameters recompute from gap_stalls.
+--
+-- Cost by construction (docs/PERFORMANCE.md, "Diagnose"): every chunk gap is read by two
+-- grouped passes (per request in _request_gaps, per window in window_stats) and one filtered
+-- pass (gap_stalls); only gaps of at least 100 ms get the per-gap context (two ASOF joins
+-- against the prefill timeline). gap_context stays a view over every gap, computed when a
+-- query reads it, so playbooks read it for one incident's time range (the ts filter reaches
+-- the token scan), never whole.
 
--- Internal (not a public view): every chunk gap the rollups judge, the gaps of the row
--- standing for each request (token_gaps) and the client's own where a server row stands for
--- the request (client_token_gaps), so stalls only the client saw stay visible.
-CREATE OR REPLACE VIEW _all_gaps AS
-SELECT request_id, source_id, view, ts, tbt_ns, tbt_ms FROM token_gaps
-UNION ALL
-SELECT c.request_id, c.source_id, 'client', c.ts, c.tbt_ns, c.tbt_ms
+-- Internal (not a public view): the client's own chunks of the requests a server row stands
+-- for, which token_gaps leaves out.
+CREATE OR REPLACE VIEW _client_only_gaps AS
+SELECT c.request_id, c.source_id, 'client' AS view, c.ts, c.tbt_ns, c.tbt_ms
 FROM client_token_gaps AS c
 ANTI JOIN request_phases AS p ON p.request_id = c.request_id AND p.source_id = c.source_id;
+
+-- Internal (not a public view): the running total of uncached prompt tokens whose prefill
+-- finished (first token) by each time; a gap's prefill_tokens is the difference between its
+-- two ends (ASOF joins in gap_context and gap_stalls).
+CREATE OR REPLACE VIEW _prefill_timeline AS
+WITH firsts AS (
+    SELECT
+        t_arrival + ttft_ns AS ts,
+        sum(greatest(coalesce(prompt_tokens, 0) - coalesce(cached_tokens, 0), 0)) AS tokens
+    FROM request_phases
+    WHERE ttft_ns IS NOT NULL
+    GROUP BY ALL
+)
+SELECT ts, sum(tokens) OVER (ORDER BY ts) AS cum_tokens FROM firsts;
+
+-- @view chunk_gaps
+-- One row per chunk of every request the rollups judge: the chunks of the row standing for
+-- each request (token_gaps) and the client's own chunks where a server row stands for the
+-- request (client_token_gaps), so stalls only the client saw stay visible. A request's first
+-- chunk has a null gap.
+CREATE OR REPLACE VIEW chunk_gaps AS
+WITH g AS (
+    SELECT request_id, source_id, view, ts, tbt_ns, tbt_ms FROM token_gaps
+    UNION ALL
+    SELECT request_id, source_id, view, ts, tbt_ns, tbt_ms FROM _client_only_gaps
+)
+SELECT
+    -- Request id.
+    request_id,
+    -- Source file of the chunks.
+    source_id,
+    -- server or client: the view of the row the chunks belong to.
+    view,
+    -- Chunk time, ns since the Unix epoch (UTC).
+    ts,
+    -- Gap since the previous chunk (ns).
+    tbt_ns,
+    -- Gap since the previous chunk (ms).
+    tbt_ms
+FROM g;
 
 -- @view diag_window
 -- One row: the time grid of the per-window rollups. The run spans the first arrival to the
@@ -55,55 +99,25 @@ SELECT
     t0 // (w_s * 1000000000) * (w_s * 1000000000) AS grid_start
 FROM sized;
 
--- @view request_tbt
--- One row per request and token source (server spans, client spans): its chunk gaps
--- summarised. A stall is a gap longer than max(4 × the request's median gap, 250 ms), the
--- defaults of tbt-jitter's stall_k and stall_floor_ms.
-CREATE OR REPLACE VIEW request_tbt AS
-WITH per_request AS (
+-- Internal (not a public view; indented so that traceq/docs.py reads past it): request_tbt
+-- without the stall count, one grouped pass over every chunk (both percentiles from one list
+-- quantile: one sort per request), which also collects the request's gaps of 100 ms and more
+-- (long_gaps) so that gap_stalls needs no second pass; gap_context reads the median here,
+-- request_tbt adds the stalls.
+CREATE OR REPLACE VIEW _request_gaps AS (
     SELECT
         request_id,
         source_id,
         any_value(view) AS view,
         count(tbt_ms) AS n_gaps,
-        quantile_cont(tbt_ms, 0.5) AS p50,
-        quantile_cont(tbt_ms, 0.99) AS p99,
+        quantile_cont(tbt_ms, [0.5, 0.99]) AS tbt_q,
         max(tbt_ms) AS mx,
         min(ts) AS t_first,
-        max(ts) AS t_last
-    FROM _all_gaps
+        max(ts) AS t_last,
+        list({'ts': ts, 'tbt_ns': tbt_ns}) FILTER (WHERE tbt_ns >= 100000000) AS long_gaps
+    FROM chunk_gaps
     GROUP BY request_id, source_id
-),
-stalls AS (
-    SELECT g.request_id, g.source_id, count(*) AS n_stalls
-    FROM _all_gaps AS g
-    JOIN per_request AS p USING (request_id, source_id)
-    WHERE g.tbt_ms > greatest(4 * p.p50, 250)
-    GROUP BY g.request_id, g.source_id
-)
-SELECT
-    -- Request id.
-    p.request_id AS request_id,
-    -- Source file of the chunks.
-    p.source_id AS source_id,
-    -- server or client: the view of the source that recorded the chunks.
-    p.view AS view,
-    -- First chunk, ns since the Unix epoch (UTC).
-    p.t_first AS t_first_token,
-    -- Last chunk (ns).
-    p.t_last AS t_last_token,
-    -- Gaps between consecutive chunks.
-    p.n_gaps AS n_gaps,
-    -- Median gap (ms).
-    p.p50 AS tbt_p50_ms,
-    -- 99th percentile gap (ms).
-    p.p99 AS tbt_p99_ms,
-    -- Longest gap (ms).
-    p.mx AS tbt_max_ms,
-    -- Gaps longer than max(4 × tbt_p50_ms, 250 ms).
-    coalesce(s.n_stalls, 0) AS stalls
-FROM per_request AS p
-LEFT JOIN stalls AS s USING (request_id, source_id);
+);
 
 -- @view gap_context
 -- One row per chunk gap (token_gaps rows with a gap) with what else happened meanwhile:
@@ -111,36 +125,25 @@ LEFT JOIN stalls AS s USING (request_id, source_id);
 -- fell in it; request_phases, uncached prompt tokens), the request's median gap, and the
 -- view of the source. The input of interference and stall checks.
 CREATE OR REPLACE VIEW gap_context AS
-WITH firsts AS (
-    SELECT
-        t_arrival + ttft_ns AS ts,
-        sum(greatest(coalesce(prompt_tokens, 0) - coalesce(cached_tokens, 0), 0)) AS tokens
-    FROM request_phases
-    WHERE ttft_ns IS NOT NULL
-    GROUP BY ALL
-),
-timeline AS (
-    SELECT ts, sum(tokens) OVER (ORDER BY ts) AS cum_tokens FROM firsts
-),
-gaps AS (
+WITH gaps AS (
     SELECT
         request_id,
         source_id,
         ts - CAST(tbt_ns AS BIGINT) AS ts_prev,
         ts,
         tbt_ms
-    FROM _all_gaps
+    FROM chunk_gaps
     WHERE tbt_ns IS NOT NULL
 ),
 at_end AS (
     SELECT g.*, coalesce(t.cum_tokens, 0) AS cum_end
     FROM gaps AS g
-    ASOF LEFT JOIN timeline AS t ON g.ts >= t.ts
+    ASOF LEFT JOIN _prefill_timeline AS t ON g.ts >= t.ts
 ),
 at_both AS (
     SELECT g.*, coalesce(t.cum_tokens, 0) AS cum_start
     FROM at_end AS g
-    ASOF LEFT JOIN timeline AS t ON g.ts_prev >= t.ts
+    ASOF LEFT JOIN _prefill_timeline AS t ON g.ts_prev >= t.ts
 )
 SELECT
     -- Request id.
@@ -156,11 +159,98 @@ SELECT
     -- The gap (ms).
     b.tbt_ms AS tbt_ms,
     -- The request's median gap (ms; request_tbt).
-    q.tbt_p50_ms AS req_tbt_p50_ms,
+    q.tbt_q[1] AS req_tbt_p50_ms,
     -- Uncached prompt tokens of requests whose first token fell inside the gap.
     b.cum_end - b.cum_start AS prefill_tokens
 FROM at_both AS b
-JOIN request_tbt AS q ON q.request_id = b.request_id AND q.source_id = b.source_id;
+JOIN _request_gaps AS q ON q.request_id = b.request_id AND q.source_id = b.source_id;
+
+-- @view gap_stalls
+-- gap_context for the gaps of at least 100 ms only: every gap a playbook may call a stall
+-- (tbt-jitter's stall_floor_ms and prefill-interference's stall_ms start there), a small
+-- share of all gaps, so the stall rollups and checks read this instead of every gap. The
+-- rows come from the grouped pass of request_tbt (no second pass over the chunks);
+-- tests/test_playbooks_rollups.py checks them against gap_context.
+CREATE OR REPLACE VIEW gap_stalls AS
+WITH long AS (
+    SELECT request_id, source_id, view, tbt_q[1] AS p50, unnest(long_gaps) AS g
+    FROM _request_gaps
+    WHERE request_id IS NOT NULL AND source_id IS NOT NULL
+),
+gaps AS (
+    SELECT
+        request_id,
+        source_id,
+        view,
+        p50,
+        g.ts - g.tbt_ns AS ts_prev,
+        g.ts AS ts,
+        g.tbt_ns / 1e6 AS tbt_ms
+    FROM long
+),
+at_end AS (
+    SELECT g.*, coalesce(t.cum_tokens, 0) AS cum_end
+    FROM gaps AS g
+    ASOF LEFT JOIN _prefill_timeline AS t ON g.ts >= t.ts
+),
+at_both AS (
+    SELECT g.*, coalesce(t.cum_tokens, 0) AS cum_start
+    FROM at_end AS g
+    ASOF LEFT JOIN _prefill_timeline AS t ON g.ts_prev >= t.ts
+)
+SELECT
+    -- Request id.
+    request_id,
+    -- Source file of the chunks.
+    source_id,
+    -- server or client (view of the source).
+    view,
+    -- Previous chunk, ns since the Unix epoch (UTC).
+    ts_prev,
+    -- This chunk (ns).
+    ts,
+    -- The gap (ms), at least 100.
+    tbt_ms,
+    -- The request's median gap (ms; request_tbt).
+    p50 AS req_tbt_p50_ms,
+    -- Uncached prompt tokens of requests whose first token fell inside the gap.
+    cum_end - cum_start AS prefill_tokens
+FROM at_both;
+
+-- @view request_tbt
+-- One row per request and token source (server spans, client spans): its chunk gaps
+-- summarised. A stall is a gap longer than max(4 × the request's median gap, 250 ms), the
+-- defaults of tbt-jitter's stall_k and stall_floor_ms.
+CREATE OR REPLACE VIEW request_tbt AS
+WITH stalls AS (
+    SELECT request_id, source_id, count(*) AS n_stalls
+    FROM gap_stalls
+    WHERE tbt_ms > greatest(4 * req_tbt_p50_ms, 250)
+    GROUP BY request_id, source_id
+)
+SELECT
+    -- Request id.
+    p.request_id AS request_id,
+    -- Source file of the chunks.
+    p.source_id AS source_id,
+    -- server or client: the view of the source that recorded the chunks.
+    p.view AS view,
+    -- First chunk, ns since the Unix epoch (UTC).
+    p.t_first AS t_first_token,
+    -- Last chunk (ns).
+    p.t_last AS t_last_token,
+    -- Gaps between consecutive chunks.
+    p.n_gaps AS n_gaps,
+    -- Median gap (ms).
+    p.tbt_q[1] AS tbt_p50_ms,
+    -- 99th percentile gap (ms).
+    p.tbt_q[2] AS tbt_p99_ms,
+    -- Longest gap (ms).
+    p.mx AS tbt_max_ms,
+    -- Gaps longer than max(4 × tbt_p50_ms, 250 ms).
+    coalesce(s.n_stalls, 0) AS stalls
+FROM _request_gaps AS p
+LEFT JOIN stalls AS s USING (request_id, source_id);
 
 -- @view window_stats
 -- One row per time window of diag_window (every window of the run, empty ones included):
@@ -181,12 +271,9 @@ req AS (
         w.grid_start + (r.t_arrival - w.grid_start) // w.window_ns * w.window_ns AS ts,
         count(r.request_id) AS n,
         count(r.error) AS errors,
-        quantile_cont(r.ttft_ms, 0.5) AS ttft_p50,
-        quantile_cont(r.ttft_ms, 0.99) AS ttft_p99,
-        quantile_cont(r.e2e_ms, 0.5) AS e2e_p50,
-        quantile_cont(r.e2e_ms, 0.99) AS e2e_p99,
-        quantile_cont(r.tpot_ms, 0.5) AS tpot_p50,
-        quantile_cont(r.tpot_ms, 0.99) AS tpot_p99,
+        quantile_cont(r.ttft_ms, [0.5, 0.99]) AS ttft_q,
+        quantile_cont(r.e2e_ms, [0.5, 0.99]) AS e2e_q,
+        quantile_cont(r.tpot_ms, [0.5, 0.99]) AS tpot_q,
         quantile_cont(r.queue_ms, 0.5) AS queue_p50,
         quantile_cont(r.tokenize_ms, 0.5) AS tokenize_p50,
         sum(r.queue_ms) FILTER (WHERE r.error IS NULL AND r.queue_ms IS NOT NULL)
@@ -207,10 +294,17 @@ tbt AS (
     SELECT
         w.grid_start + (c.ts - w.grid_start) // w.window_ns * w.window_ns AS ts,
         count(*) AS n_gaps,
-        quantile_cont(c.tbt_ms, 0.5) AS tbt_p50,
-        quantile_cont(c.tbt_ms, 0.99) AS tbt_p99,
-        count(*) FILTER (WHERE c.tbt_ms > greatest(4 * c.req_tbt_p50_ms, 250)) AS stalls
-    FROM gap_context AS c, diag_window AS w
+        quantile_cont(c.tbt_ms, [0.5, 0.99]) AS tbt_q
+    FROM chunk_gaps AS c, diag_window AS w
+    WHERE c.tbt_ns IS NOT NULL
+    GROUP BY ALL
+),
+stall AS (
+    SELECT
+        w.grid_start + (c.ts - w.grid_start) // w.window_ns * w.window_ns AS ts,
+        count(*) AS stalls
+    FROM gap_stalls AS c, diag_window AS w
+    WHERE c.tbt_ms > greatest(4 * c.req_tbt_p50_ms, 250)
     GROUP BY ALL
 ),
 eng AS (
@@ -258,17 +352,17 @@ SELECT
     -- Arrivals with an error.
     coalesce(r.errors, 0) AS errors,
     -- Median TTFT of the window's arrivals (ms).
-    r.ttft_p50 AS ttft_p50_ms,
+    r.ttft_q[1] AS ttft_p50_ms,
     -- 99th percentile TTFT (ms).
-    r.ttft_p99 AS ttft_p99_ms,
+    r.ttft_q[2] AS ttft_p99_ms,
     -- Median e2e (ms).
-    r.e2e_p50 AS e2e_p50_ms,
+    r.e2e_q[1] AS e2e_p50_ms,
     -- 99th percentile e2e (ms).
-    r.e2e_p99 AS e2e_p99_ms,
+    r.e2e_q[2] AS e2e_p99_ms,
     -- Median TPOT (ms).
-    r.tpot_p50 AS tpot_p50_ms,
+    r.tpot_q[1] AS tpot_p50_ms,
     -- 99th percentile TPOT (ms).
-    r.tpot_p99 AS tpot_p99_ms,
+    r.tpot_q[2] AS tpot_p99_ms,
     -- Median queue time (ms).
     r.queue_p50 AS queue_p50_ms,
     -- Median tokenization time (ms).
@@ -284,11 +378,11 @@ SELECT
     -- Chunk gaps ending in the window (all sources).
     coalesce(t.n_gaps, 0) AS gaps,
     -- Median gap (ms).
-    t.tbt_p50 AS tbt_p50_ms,
+    t.tbt_q[1] AS tbt_p50_ms,
     -- 99th percentile gap (ms).
-    t.tbt_p99 AS tbt_p99_ms,
+    t.tbt_q[2] AS tbt_p99_ms,
     -- Gaps longer than max(4 × their request's median gap, 250 ms).
-    coalesce(t.stalls, 0) AS stalls,
+    coalesce(k.stalls, 0) AS stalls,
     -- Engine stats lines in the window.
     coalesce(e.n_stats, 0) AS engine_samples,
     -- Mean running requests.
@@ -321,6 +415,7 @@ SELECT
 FROM grid AS g
 LEFT JOIN req AS r ON r.ts = g.ts
 LEFT JOIN tbt AS t ON t.ts = g.ts
+LEFT JOIN stall AS k ON k.ts = g.ts
 LEFT JOIN eng AS e ON e.ts = g.ts
 LEFT JOIN pre AS p ON p.ts = g.ts
 LEFT JOIN gpu AS u ON u.ts = g.ts

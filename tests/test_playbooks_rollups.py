@@ -1,0 +1,82 @@
+"""The shared rollups count what the full per-gap definitions count.
+
+gap_context (every chunk gap with its context) is not materialised: stall counts come from
+gap_stalls (gaps of 100 ms and more), gap counts from per-window and per-request passes. These
+tests recompute the figures users read (stalls per window and per request, tbt-jitter's
+stall rates, p99 and longest gap) from every gap of gap_context and compare."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.playbook_helpers import SAMPLES, ingest_folder
+from traceq.playbooks import Options, diagnose, load_catalog
+from traceq.playbooks.rollups import materialise
+from traceq.playbooks.steps import Step, summary
+from traceq.session import Session
+
+WINDOW = "w.grid_start + (c.ts - w.grid_start) // w.window_ns * w.window_ns"
+STALL = "c.tbt_ms > greatest(4 * c.req_tbt_p50_ms, 250)"
+
+# tbt-jitter's figures as they were written over every gap (before gap_stalls).
+FIGURES_OVER_EVERY_GAP = """
+SELECT
+    count(*) FILTER (WHERE inside AND stall) AS stalls,
+    1000.0 * count(*) FILTER (WHERE inside AND stall) / nullif(count(*) FILTER (WHERE inside), 0)
+        AS per_1k_in,
+    1000.0 * count(*) FILTER (WHERE NOT inside AND stall)
+        / nullif(count(*) FILTER (WHERE NOT inside), 0) AS per_1k_out,
+    quantile_cont(tbt_ms, 0.99) FILTER (WHERE inside) AS tbt_p99_in_ms,
+    max(tbt_ms) FILTER (WHERE inside) AS tbt_max_in_ms
+FROM (
+    SELECT tbt_ms, ts >= $start AND ts < $end AS inside,
+           tbt_ms > greatest(4 * req_tbt_p50_ms, 250) AS stall
+    FROM gap_context
+)
+"""
+
+
+@pytest.fixture(scope="module")
+def jitter(tmp_path_factory):
+    return ingest_folder(SAMPLES / "client-jitter", tmp_path_factory.mktemp("j") / "cj.tq")
+
+
+def test_stall_counts_match_every_gap(jitter):
+    with Session(jitter) as s:
+        materialise(s)
+        cols = "request_id, source_id, view, ts_prev, ts, tbt_ms, req_tbt_p50_ms, prefill_tokens"
+        long_gaps = s.query(f"SELECT {cols} FROM gap_context WHERE tbt_ms >= 100 ORDER BY ALL")
+        assert long_gaps.height > 0
+        assert s.query(f"SELECT {cols} FROM gap_stalls ORDER BY ALL").equals(long_gaps)
+        per_window = s.query(
+            f"SELECT {WINDOW} AS ts, count(*) AS gaps, count(*) FILTER (WHERE {STALL}) AS stalls "
+            "FROM gap_context AS c, diag_window AS w GROUP BY ALL ORDER BY ts"
+        )
+        rollup = s.query("SELECT ts, gaps, stalls FROM window_stats WHERE gaps > 0 ORDER BY ts")
+        assert per_window.sum()["stalls"][0] > 0  # the sample has stalls to count
+        assert rollup.to_dicts() == per_window.to_dicts()
+        per_request = s.query(
+            f"SELECT request_id, source_id, count(*) FILTER (WHERE {STALL}) AS stalls "
+            "FROM gap_context AS c GROUP BY ALL ORDER BY ALL"
+        )
+        tbt = s.query(
+            "SELECT request_id, source_id, stalls FROM request_tbt WHERE n_gaps > 0 ORDER BY ALL"
+        )
+        assert tbt.to_dicts() == per_request.to_dicts()
+
+
+def test_tbt_jitter_figures_match_every_gap(jitter):
+    steps: list[Step] = []
+    with Session(jitter) as s:
+        pb = load_catalog().by_id()["tbt-jitter"]
+        d = diagnose(s, [pb], Options(profile=steps))
+        finding = d.findings[0]
+        assert finding.status == "fail"
+        for w in finding.windows:
+            row = s.query(FIGURES_OVER_EVERY_GAP, {"start": w["start"], "end": w["end"]})
+            for name, value in row.row(0, named=True).items():
+                assert w[name] == pytest.approx(value, abs=1e-4), name  # findings keep 4 decimals
+    # the profile names the rollups and the playbook's steps
+    assert {"rollups", "tbt-jitter"} <= {x.playbook for x in steps}
+    assert any(x.step == "symptom" for x in steps)
+    assert "tbt-jitter" in summary(steps)

@@ -18,6 +18,28 @@ CREATE OR REPLACE MACRO _latency_stats(v) AS {
     'max': max(v)
 };
 
+-- Exact percentiles in bounded memory, for the one column too long to sort in memory (TBT:
+-- one value per streamed chunk, 56 M at 1 M requests). DuckDB's quantile_cont keeps every
+-- sample of a group in a growing array outside its memory limit (about 17 bytes a sample:
+-- 0.93 GB for 56 M doubles), so _tbt_stats finds the same order statistics in two passes:
+-- 1. a histogram of the gaps over at most 65 k buckets per sign, each 1/1024 of its values' magnitude wide (count, min,
+--    max per bucket), which places each wanted rank in one bucket;
+-- 2. the values of only those buckets (none when a bucket holds one distinct value), ranked.
+-- Then it interpolates between the two ranks as quantile_cont does (lo + (hi - lo) * d, with
+-- RN = (n - 1) * q), on the same doubles (gap_ns / 1e6 keeps the order of gap_ns), so the
+-- results are equal to quantile_cont(tbt_ms, q), bit for bit (tests/test_views_pick.py).
+
+-- Sets every bit below the highest set bit of a (a >= 0), a doubling step at a time.
+CREATE OR REPLACE MACRO _smear(a, k) AS a | (a >> k);
+
+-- Bits needed to write a >= 0 (0 for 0): the position of its highest set bit, plus one.
+CREATE OR REPLACE MACRO _bit_width(a) AS
+    bit_count(_smear(_smear(_smear(_smear(_smear(_smear(a, 1), 2), 4), 8), 16), 32));
+
+-- Order-keeping bucket of a >= 0 with bit width nb: the width, then the top 11 bits (values
+-- below 2048 are their own bucket). Larger values never get a smaller bucket.
+CREATE OR REPLACE MACRO _magnitude_bucket(a, nb) AS nb * 2048 + (a >> greatest(nb - 11, 0));
+
 -- Tokens of the rows that stand for their requests (request_phases), each chunk once.
 CREATE OR REPLACE VIEW _primary_tokens AS
 SELECT * FROM _tokens_primary_all
@@ -41,6 +63,92 @@ SEMI JOIN _request_pick AS p
     AND t.view = 'client'
     AND p.source_id = t.source_id
     AND p.request_id = t.request_id;
+
+-- The gaps of token_gaps (ns, nulls left out), each with its order-keeping bucket: gaps below
+-- zero (chunks out of time order) mirror those above, below every bucket of a gap >= 0.
+CREATE OR REPLACE VIEW _tbt_buckets AS
+SELECT
+    x,
+    CAST(
+        CASE WHEN x < 0 THEN -1 - _magnitude_bucket(a, nb) ELSE _magnitude_bucket(a, nb) END
+        AS BIGINT
+    ) AS b
+FROM (
+    SELECT x, a, _bit_width(a) AS nb
+    FROM (SELECT gap_ns AS x, abs(gap_ns) AS a FROM _primary_tokens WHERE gap_ns IS NOT NULL)
+);
+
+-- TBT over token_gaps as _latency_stats gives it (n, mean, the four percentiles, max), the
+-- percentiles exact in bounded memory (see _magnitude_bucket above). _tbt_buckets is read
+-- twice (a view, not a CTE, so that its rows are streamed, never held).
+CREATE OR REPLACE VIEW _tbt_stats AS
+WITH histogram AS MATERIALIZED (
+    SELECT
+        b,
+        grouping(b) AS is_total,
+        count(*) AS c,
+        min(x) AS lo,
+        max(x) AS hi,
+        avg(x / 1e6) AS mean
+    FROM _tbt_buckets
+    GROUP BY GROUPING SETS ((b), ())
+),
+total AS (
+    SELECT c AS n, mean, hi / 1e6 AS max FROM histogram WHERE is_total = 1
+),
+placed AS (
+    SELECT b, c, lo, hi, CAST(sum(c) OVER (ORDER BY b) - c AS BIGINT) AS before
+    FROM histogram
+    WHERE is_total = 0
+),
+-- quantile_cont's interpolation: RN = (n - 1) * q between ranks floor(RN) and ceil(RN)
+percentiles AS (
+    SELECT p.k, p.q, CAST(t.n - 1 AS DOUBLE) * p.q AS rn
+    FROM total AS t
+    CROSS JOIN (
+        SELECT unnest([1, 2, 3, 4]) AS k, unnest([0.5, 0.9, 0.95, 0.99]::DOUBLE[]) AS q
+    ) AS p
+    WHERE t.n > 0
+),
+ranks AS (
+    SELECT DISTINCT CAST(floor(rn) AS BIGINT) AS r FROM percentiles
+    UNION
+    SELECT CAST(ceil(rn) AS BIGINT) FROM percentiles
+),
+located AS (
+    SELECT r.r, p.b, p.lo, p.hi, r.r - p.before AS i
+    FROM ranks AS r
+    JOIN placed AS p ON r.r >= p.before AND r.r < p.before + p.c
+),
+-- the values of the buckets that hold a wanted rank and more than one distinct value
+opened AS (
+    SELECT b, x, row_number() OVER (PARTITION BY b ORDER BY x) - 1 AS i
+    FROM _tbt_buckets
+    WHERE list_contains((SELECT list(b) FROM located WHERE lo < hi), b)
+),
+ranked AS (
+    SELECT l.r, coalesce(CASE WHEN l.lo = l.hi THEN l.lo END, o.x) / 1e6 AS v
+    FROM located AS l
+    LEFT JOIN opened AS o ON o.b = l.b AND o.i = l.i AND l.lo < l.hi
+),
+interpolated AS (
+    SELECT
+        p.k,
+        CASE
+            WHEN floor(p.rn) = ceil(p.rn) THEN lo.v
+            ELSE lo.v + (hi.v - lo.v) * (p.rn - floor(p.rn))
+        END AS v
+    FROM percentiles AS p
+    JOIN ranked AS lo ON lo.r = CAST(floor(p.rn) AS BIGINT)
+    JOIN ranked AS hi ON hi.r = CAST(ceil(p.rn) AS BIGINT)
+)
+SELECT {
+    'n': t.n,
+    'mean': t.mean,
+    'q': (SELECT list(v ORDER BY k) FROM interpolated),
+    'max': t.max
+} AS s
+FROM total AS t;
 
 -- @view request_phases
 -- One row per request: its latency split into tokenize, queue, prefill, decode and an
@@ -203,7 +311,7 @@ WITH per_request AS MATERIALIZED (
     FROM request_phases
 ),
 per_chunk AS (
-    SELECT _latency_stats(tbt_ms) AS tbt_ms FROM token_gaps
+    SELECT s AS tbt_ms FROM _tbt_stats
 ),
 stats AS (
     SELECT 1 AS ord, 'ttft_ms' AS metric, ttft_ms AS s FROM per_request

@@ -67,15 +67,13 @@ SEMI JOIN _request_pick AS p
 -- The gaps of token_gaps (ns, nulls left out), each with its order-keeping bucket: gaps below
 -- zero (chunks out of time order) mirror those above, below every bucket of a gap >= 0.
 CREATE OR REPLACE VIEW _tbt_buckets AS
-SELECT
-    x,
-    CAST(
-        CASE WHEN x < 0 THEN -1 - _magnitude_bucket(a, nb) ELSE _magnitude_bucket(a, nb) END
-        AS BIGINT
-    ) AS b
+SELECT x, CASE WHEN x < 0 THEN -1 - m ELSE m END AS b
 FROM (
-    SELECT x, a, _bit_width(a) AS nb
-    FROM (SELECT gap_ns AS x, abs(gap_ns) AS a FROM _primary_tokens WHERE gap_ns IS NOT NULL)
+    SELECT x, CAST(_magnitude_bucket(a, nb) AS BIGINT) AS m
+    FROM (
+        SELECT x, a, _bit_width(a) AS nb
+        FROM (SELECT gap_ns AS x, abs(gap_ns) AS a FROM _primary_tokens WHERE gap_ns IS NOT NULL)
+    )
 );
 
 -- TBT over token_gaps as _latency_stats gives it (n, mean, the four percentiles, max), the
@@ -124,7 +122,10 @@ located AS (
 opened AS (
     SELECT b, x, row_number() OVER (PARTITION BY b ORDER BY x) - 1 AS i
     FROM _tbt_buckets
-    WHERE list_contains((SELECT list(b) FROM located WHERE lo < hi), b)
+    -- the value range first (pushed below the bucket arithmetic), then the buckets
+    WHERE x BETWEEN (SELECT min(lo) FROM located WHERE lo < hi)
+        AND (SELECT max(hi) FROM located WHERE lo < hi)
+        AND list_contains((SELECT list(b) FROM located WHERE lo < hi), b)
 ),
 ranked AS (
     SELECT l.r, coalesce(CASE WHEN l.lo = l.hi THEN l.lo END, o.x) / 1e6 AS v

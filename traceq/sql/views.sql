@@ -296,8 +296,10 @@ FROM _client_tokens;
 -- @view kpi_latency
 -- Latency KPIs, one row per metric: count, mean and linearly interpolated percentiles
 -- (quantile_cont). tbt_ms pools every chunk gap of every request (vLLM bench's "ITL") from
--- token_gaps, so the same rows as request_phases. One scan of request_phases, one of
--- token_gaps, each an ungrouped aggregate (parallel, no per-metric grouping).
+-- token_gaps, so the same rows as request_phases. One scan of request_phases (an ungrouped
+-- aggregate); tbt_ms's percentiles are the values quantile_cont gives, found in two scans of
+-- token_gaps with memory that does not grow with the chunks (a histogram, then only the
+-- values near each percentile).
 CREATE OR REPLACE VIEW kpi_latency AS
 WITH per_request AS MATERIALIZED (
     SELECT

@@ -22,23 +22,23 @@ CREATE OR REPLACE MACRO _latency_stats(v) AS {
 -- one value per streamed chunk, 56 M at 1 M requests). DuckDB's quantile_cont keeps every
 -- sample of a group in a growing array outside its memory limit (about 17 bytes a sample:
 -- 0.93 GB for 56 M doubles), so _tbt_stats finds the same order statistics in two passes:
--- 1. a histogram of the gaps over at most 65 k buckets per sign, each 1/1024 of its values' magnitude wide (count, min,
---    max per bucket), which places each wanted rank in one bucket;
--- 2. the values of only those buckets (none when a bucket holds one distinct value), ranked.
+-- 1. a histogram of the gaps over order-keeping buckets (count, min, max per bucket), which
+--    places each wanted rank in one bucket;
+-- 2. the values of only those buckets (none when a bucket holds one distinct value), ranked
+--    (a window sort, which spills under DuckDB's memory limit).
 -- Then it interpolates between the two ranks as quantile_cont does (lo + (hi - lo) * d, with
 -- RN = (n - 1) * q), on the same doubles (gap_ns / 1e6 keeps the order of gap_ns), so the
 -- results are equal to quantile_cont(tbt_ms, q), bit for bit (tests/test_views_pick.py).
 
--- Sets every bit below the highest set bit of a (a >= 0), a doubling step at a time.
-CREATE OR REPLACE MACRO _smear(a, k) AS a | (a >> k);
-
--- Bits needed to write a >= 0 (0 for 0): the position of its highest set bit, plus one.
-CREATE OR REPLACE MACRO _bit_width(a) AS
-    bit_count(_smear(_smear(_smear(_smear(_smear(_smear(a, 1), 2), 4), 8), 16), 32));
-
--- Order-keeping bucket of a >= 0 with bit width nb: the width, then the top 11 bits (values
--- below 2048 are their own bucket). Larger values never get a smaller bucket.
-CREATE OR REPLACE MACRO _magnitude_bucket(a, nb) AS nb * 2048 + (a >> greatest(nb - 11, 0));
+-- Order-keeping bucket of a gap a >= 0 (ns): 64 ns wide below 1 ms (2^20 ns), 65 µs wide
+-- below 1.07 s (2^30 ns), 67 ms wide above; a larger gap never gets a smaller bucket. At most
+-- 16 k buckets below 1 s; a bucket near a TBT percentile holds a few % of the gaps at most.
+CREATE OR REPLACE MACRO _gap_bucket(a) AS
+    CASE
+        WHEN a < 1048576 THEN a >> 6
+        WHEN a < 1073741824 THEN 16384 + (a >> 16)
+        ELSE 32768 + (a >> 26)
+    END;
 
 -- Tokens of the rows that stand for their requests (request_phases), each chunk once.
 CREATE OR REPLACE VIEW _primary_tokens AS
@@ -67,37 +67,30 @@ SEMI JOIN _request_pick AS p
 -- The gaps of token_gaps (ns, nulls left out), each with its order-keeping bucket: gaps below
 -- zero (chunks out of time order) mirror those above, below every bucket of a gap >= 0.
 CREATE OR REPLACE VIEW _tbt_buckets AS
-SELECT x, CASE WHEN x < 0 THEN -1 - m ELSE m END AS b
-FROM (
-    SELECT x, CAST(_magnitude_bucket(a, nb) AS BIGINT) AS m
-    FROM (
-        SELECT x, a, _bit_width(a) AS nb
-        FROM (SELECT gap_ns AS x, abs(gap_ns) AS a FROM _primary_tokens WHERE gap_ns IS NOT NULL)
-    )
-);
+SELECT x, CASE WHEN x < 0 THEN -1 - _gap_bucket(-x) ELSE _gap_bucket(x) END AS b
+FROM (SELECT gap_ns AS x FROM _primary_tokens WHERE gap_ns IS NOT NULL);
 
 -- TBT over token_gaps as _latency_stats gives it (n, mean, the four percentiles, max), the
--- percentiles exact in bounded memory (see _magnitude_bucket above). _tbt_buckets is read
+-- percentiles exact in bounded memory (see _gap_bucket above). _tbt_buckets is read
 -- twice (a view, not a CTE, so that its rows are streamed, never held).
 CREATE OR REPLACE VIEW _tbt_stats AS
 WITH histogram AS MATERIALIZED (
-    SELECT
-        b,
-        grouping(b) AS is_total,
-        count(*) AS c,
-        min(x) AS lo,
-        max(x) AS hi,
-        avg(x / 1e6) AS mean
+    SELECT b, count(*) AS c, min(x) AS lo, max(x) AS hi, sum(x) AS total_ns
     FROM _tbt_buckets
-    GROUP BY GROUPING SETS ((b), ())
+    GROUP BY b
 ),
+-- the mean from the exact integer sum (avg over doubles differs from it in the last bits,
+-- and from run to run with the order of summation)
 total AS (
-    SELECT c AS n, mean, hi / 1e6 AS max FROM histogram WHERE is_total = 1
+    SELECT
+        CAST(coalesce(sum(c), 0) AS BIGINT) AS n,
+        sum(total_ns) / sum(c) / 1e6 AS mean,
+        max(hi) / 1e6 AS max
+    FROM histogram
 ),
 placed AS (
     SELECT b, c, lo, hi, CAST(sum(c) OVER (ORDER BY b) - c AS BIGINT) AS before
     FROM histogram
-    WHERE is_total = 0
 ),
 -- quantile_cont's interpolation: RN = (n - 1) * q between ranks floor(RN) and ceil(RN)
 percentiles AS (
@@ -118,19 +111,20 @@ located AS (
     FROM ranks AS r
     JOIN placed AS p ON r.r >= p.before AND r.r < p.before + p.c
 ),
--- the values of the buckets that hold a wanted rank and more than one distinct value
+-- the values of the buckets that hold a wanted rank and more than one distinct value, sorted
 opened AS (
-    SELECT b, x, row_number() OVER (PARTITION BY b ORDER BY x) - 1 AS i
+    SELECT b, list(x ORDER BY x) AS xs
     FROM _tbt_buckets
     -- the value range first (pushed below the bucket arithmetic), then the buckets
     WHERE x BETWEEN (SELECT min(lo) FROM located WHERE lo < hi)
         AND (SELECT max(hi) FROM located WHERE lo < hi)
         AND list_contains((SELECT list(b) FROM located WHERE lo < hi), b)
+    GROUP BY b
 ),
 ranked AS (
-    SELECT l.r, coalesce(CASE WHEN l.lo = l.hi THEN l.lo END, o.x) / 1e6 AS v
+    SELECT l.r, CASE WHEN l.lo = l.hi THEN l.lo ELSE o.xs[l.i + 1] END / 1e6 AS v
     FROM located AS l
-    LEFT JOIN opened AS o ON o.b = l.b AND o.i = l.i AND l.lo < l.hi
+    LEFT JOIN opened AS o ON o.b = l.b
 ),
 interpolated AS (
     SELECT

@@ -24,8 +24,10 @@ CREATE OR REPLACE MACRO _latency_stats(v) AS {
 -- 0.93 GB for 56 M doubles), so _tbt_stats finds the same order statistics in two passes:
 -- 1. a histogram of the gaps over order-keeping buckets (count, min, max per bucket), which
 --    places each wanted rank in one bucket;
--- 2. the values of only those buckets (none when a bucket holds one distinct value), ranked
---    (a window sort, which spills under DuckDB's memory limit).
+-- 2. the values of only those buckets (none when a bucket holds one distinct value), sorted.
+--    Memory is that of the largest such bucket: a few % of the gaps for any spread of TBT
+--    (buckets of 65 µs between 1 ms and 1 s); only gaps all within one bucket cost as much
+--    as quantile_cont.
 -- Then it interpolates between the two ranks as quantile_cont does (lo + (hi - lo) * d, with
 -- RN = (n - 1) * q), on the same doubles (gap_ns / 1e6 keeps the order of gap_ns), so the
 -- results are equal to quantile_cont(tbt_ms, q), bit for bit (tests/test_views_pick.py).

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 import traceq
 from tests import gpu_factory as f
@@ -171,3 +173,73 @@ def test_nvidia_smi_and_dcgm_samples_of_one_gpu_form_one_series(tmp_path):
     assert state.fetchall() == [("node-a", T0 + k * 500 * MS) for k in (0, 1, 3, 5)]
     row = con.sql("SELECT n_gpus, n_gpu_samples, util_gpu FROM request_gpu").fetchall()
     assert row == [(1, 1, 90.0)]  # the 0.5 s sample is in force until the next, at 1.5 s
+
+
+# request_gpu as a plain range join of every decode with every sample (its definition before
+# the bucketed join in traceq/sql/gpu.sql): the bucketed view must give the same rows.
+RANGE_JOIN = """
+WITH hosts AS (
+    SELECT count(DISTINCT coalesce(host, '')) AS n_hosts, list(DISTINCT host) AS names
+    FROM gpu_state
+),
+d AS (
+    SELECT request_id, t_arrival + ttft_ns AS t0, t_arrival + e2e_ns AS t1, instance
+    FROM request_phases
+)
+SELECT d.request_id, count(g.ts) AS n_gpu_samples, count(DISTINCT g.gpu_key) AS n_gpus,
+    avg(g.util_gpu) AS util_gpu, avg(g.power_w) AS power_w, max(g.fb_used_mib) AS fb
+FROM d CROSS JOIN hosts AS h
+LEFT JOIN gpu_state AS g
+    ON g.ts <= d.t1 AND g.ts_end > d.t0
+    AND (g.host = d.instance
+        OR (h.n_hosts = 1 AND NOT coalesce(list_contains(h.names, d.instance), false)))
+GROUP BY d.request_id
+"""
+BUCKETED = """
+SELECT request_id, n_gpu_samples, n_gpus, util_gpu, power_w, fb_used_max_mib AS fb
+FROM request_gpu
+"""
+
+
+@pytest.mark.parametrize("hosts", [["node-a", "node-b", None], ["node-a"], [None]])
+def test_request_gpu_keeps_exactly_the_pairs_of_the_range_join(tmp_path, hosts):
+    """Irregular samples (repeated stamps, long silences) and decodes of every length, some
+    shorter than a sample, some spanning many, some reversed, across bucket borders."""
+    rng = np.random.default_rng(len(hosts))
+    samples = []
+    for h, host in enumerate(hosts):
+        for gpu in range(2):
+            gaps = rng.choice([0, 200, 900, 1000, 1100, 7000], size=60) * MS
+            ts = T0 + np.cumsum(gaps) + h * 37 * MS
+            samples.append(
+                pl.DataFrame(
+                    {
+                        "ts": ts,
+                        "host": [host] * len(ts),
+                        "gpu": [gpu] * len(ts),
+                        "util_gpu": rng.integers(0, 100, len(ts)).astype(float),
+                        "power_w": rng.normal(300, 30, len(ts)),
+                        "fb_used_mib": rng.integers(0, 80_000, len(ts)).astype(float),
+                    }
+                )
+            )
+    ds = tmp_path / "ds"
+    writer = Dataset(ds, create=True).writer("gpu0000000000000")
+    writer.write("gpu_samples", pl.concat(samples))
+    writer.commit({"path": "gpu", "format": "test", "clock_domain": "unix_ns"})
+    n = 400
+    first = rng.integers(-5_000, 120_000, n)
+    length = rng.choice([0, 1, 300, 999, 1000, 2500, 20_000, -400], size=n)
+    instances = ["node-a", "node-b", "node-c", None]
+    add_requests(
+        ds,
+        [
+            request(f"r{i:03}", instances[i % 4], first[i] / 1000, (first[i] + length[i]) / 1000)
+            for i in range(n)
+        ],
+    )
+    con = traceq.open(ds)
+    want = con.sql(RANGE_JOIN).pl().sort("request_id")
+    got = con.sql(BUCKETED).pl().sort("request_id")
+    assert want["n_gpu_samples"].sum() > n  # most decodes matched several samples
+    assert_frame_equal(got, want, check_exact=False, rel_tol=1e-12)

@@ -9,12 +9,14 @@ import gzip
 import json
 import shutil
 
+import numpy as np
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
 import traceq
 from tests.otel_factory import MS, T0, RequestSpec, make_spans, write_otlp_json, write_otlp_proto
+from traceq.dataset import Dataset
 from traceq.session import QueryError, Session
 from traceq.synth import generate
 
@@ -193,3 +195,82 @@ def test_the_pick_file_is_named_by_its_key_not_by_the_manifest(jitter, tmp_path)
     manifest["request_pick"]["file"] = "../outside.parquet"
     (ds / "manifest.json").write_text(json.dumps(manifest))
     assert_same(settled, kpis(ds))
+
+
+def _gaps_dataset(path, gaps: list[int]) -> None:
+    """One request per gap (two chunks each), so token_gaps holds exactly `gaps` (plus one
+    null first gap per request)."""
+    n = len(gaps)
+    ids = [f"g{i:05}" for i in range(n)]
+    t0 = [T0 + i * MS for i in range(n)]
+    writer = Dataset(path, create=True).writer("gaps000000000000")
+    writer.write(
+        "requests",
+        pl.DataFrame({"request_id": ids, "view": "server", "t_arrival": t0, "output_tokens": 2}),
+    )
+    writer.write(
+        "tokens",
+        pl.DataFrame(
+            {
+                "request_id": ids * 2,
+                "view": "server",
+                "idx": [0] * n + [1] * n,
+                "ts": t0 + [t + g for t, g in zip(t0, gaps, strict=True)],
+                "gap_ns": [*([None] * n), *gaps],
+            },
+            schema_overrides={"gap_ns": pl.Int64},
+        ),
+    )
+    writer.commit({"path": "gaps", "format": "test", "clock_domain": "unix_ns"})
+
+
+_RNG = np.random.default_rng(9)
+GAP_CASES = {
+    # spread over many buckets, with repeats, zeros and a few negative (out-of-order) gaps
+    "spread": [
+        *(_RNG.lognormal(16, 1.2, 3000).astype(np.int64).tolist()),
+        *([0] * 40),
+        *([12_345_678] * 300),
+        -5,
+        -2_000_000,
+        -2_000_001,
+        3 << 40,
+    ],
+    "narrow": (20_000_000 + _RNG.integers(-3000, 3000, 2000)).tolist(),  # a few buckets
+    "all equal": [7_000_000] * 101,
+    "one": [42],
+    "two": [1, 2**62],
+}
+
+
+@pytest.mark.parametrize("case", GAP_CASES)
+def test_tbt_percentiles_are_exactly_quantile_cont(tmp_path, case):
+    """kpi_latency's TBT percentiles come from a two-pass bounded-memory method
+    (views.sql, _tbt_stats): the same doubles as quantile_cont over token_gaps."""
+    _gaps_dataset(tmp_path / "ds", GAP_CASES[case])
+    with Session(tmp_path / "ds") as s:
+        ours = s.query(
+            "SELECT n, mean, p50, p90, p95, p99, max FROM kpi_latency WHERE metric = 'tbt_ms'"
+        )
+        duck = s.query(
+            "SELECT count(tbt_ms) AS n, avg(tbt_ms) AS mean, q[1] AS p50, q[2] AS p90,"
+            " q[3] AS p95, q[4] AS p99, max(tbt_ms) AS max FROM ("
+            "  SELECT *, quantile_cont(tbt_ms, [0.5, 0.9, 0.95, 0.99]) OVER () AS q"
+            "  FROM token_gaps) GROUP BY q"
+        )
+    assert ours["n"].item() == len(GAP_CASES[case])
+    assert_frame_equal(ours.drop("mean"), duck.drop("mean"), check_exact=True)
+    assert ours["mean"].item() == pytest.approx(duck["mean"].item(), rel=1e-12)
+
+
+def test_tbt_percentiles_without_any_gap_are_null(tmp_path):
+    """Requests of one chunk each: no gap at all, as quantile_cont over no rows."""
+    writer = Dataset(tmp_path / "ds", create=True).writer("onechunk00000000")
+    writer.write("requests", pl.DataFrame({"request_id": ["a"], "view": "server", "t_arrival": T0}))
+    writer.write(
+        "tokens", pl.DataFrame({"request_id": ["a"], "view": "server", "idx": 0, "ts": T0})
+    )
+    writer.commit({"path": "one", "format": "test", "clock_domain": "unix_ns"})
+    with Session(tmp_path / "ds") as s:
+        row = s.query("SELECT n, mean, p50, p99, max FROM kpi_latency WHERE metric = 'tbt_ms'")
+    assert row.row(0) == (0, None, None, None, None)

@@ -133,7 +133,18 @@ GROUP BY host, w_start, window_s;
 -- null figures.
 CREATE OR REPLACE VIEW request_gpu AS
 WITH hosts AS (
-    SELECT count(DISTINCT coalesce(host, '')) AS n_hosts, list(DISTINCT host) AS names
+    -- The overlap test is an equality join on (host, time bucket), not a range join of
+    -- every request with every sample: both sides are cut into buckets of about one sample
+    -- interval (decodes into the buckets they cover, samples into the buckets their interval
+    -- covers), and each (request, sample) pair is kept in the one bucket that holds the start
+    -- of its overlap, greatest(ts, t_first_token), so it is counted once. The pairs kept are
+    -- exactly those of `ts <= t_last_token AND ts_end > t_first_token`
+    -- (tests/test_gpu_align.py compares them with that range join).
+    SELECT
+        count(DISTINCT coalesce(host, '')) AS n_hosts,
+        list(DISTINCT host) AS names,
+        -- bucket width: the median sample interval, at least 1 ms
+        greatest(CAST(quantile_disc(ts_end - ts, 0.5) AS BIGINT), 1000000) AS bucket_ns
     FROM gpu_state
 ),
 decodes AS (
@@ -146,20 +157,59 @@ decodes AS (
         r.decode_ns
     FROM request_phases AS r
 ),
+-- each decode with the buckets it covers and the samples it may match: those of its host
+-- (any_host false, host_key its instance), or every sample when there is one host and the
+-- instance names none with samples (any_host true)
+decode_buckets AS (
+    SELECT
+        d.request_id,
+        d.source_id,
+        d.t_first_token,
+        d.t_last_token,
+        h.n_hosts = 1 AND NOT coalesce(list_contains(h.names, d.instance), false) AS any_host,
+        CASE WHEN any_host THEN '' ELSE d.instance END AS host_key,
+        unnest(
+            range(
+                d.t_first_token // h.bucket_ns,
+                greatest(d.t_first_token, d.t_last_token) // h.bucket_ns + 1
+            )
+        ) AS bucket,
+        h.bucket_ns
+    FROM decodes AS d
+    CROSS JOIN hosts AS h
+    WHERE d.t_first_token IS NOT NULL AND d.t_last_token IS NOT NULL AND h.n_hosts > 0
+),
+-- each sample under its own host, and once more for any host when there is one host
+sample_hosts AS (
+    SELECT *, false AS any_host, host AS host_key FROM gpu_state
+    UNION ALL
+    SELECT g.*, true AS any_host, '' AS host_key
+    FROM gpu_state AS g
+    CROSS JOIN hosts AS h
+    WHERE h.n_hosts = 1
+),
+sample_buckets AS (
+    SELECT
+        g.*,
+        unnest(
+            range(g.ts // h.bucket_ns, greatest(g.ts, g.ts_end - 1) // h.bucket_ns + 1)
+        ) AS bucket
+    FROM sample_hosts AS g
+    CROSS JOIN hosts AS h
+),
 matched AS (
     SELECT
         d.request_id,
         d.source_id,
         g.*
-    FROM decodes AS d
-    CROSS JOIN hosts AS h
-    JOIN gpu_state AS g
-        ON g.ts <= d.t_last_token
+    FROM decode_buckets AS d
+    JOIN sample_buckets AS g
+        ON g.any_host = d.any_host
+        AND g.host_key = d.host_key
+        AND g.bucket = d.bucket
+        AND g.ts <= d.t_last_token
         AND g.ts_end > d.t_first_token
-        AND (
-            g.host = d.instance
-            OR (h.n_hosts = 1 AND NOT coalesce(list_contains(h.names, d.instance), false))
-        )
+        AND greatest(g.ts, d.t_first_token) // d.bucket_ns = d.bucket
 ),
 per_request AS (
     SELECT

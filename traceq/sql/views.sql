@@ -18,6 +18,30 @@ CREATE OR REPLACE MACRO _latency_stats(v) AS {
     'max': max(v)
 };
 
+-- Exact percentiles in bounded memory, for the one column too long to sort in memory (TBT:
+-- one value per streamed chunk, 56 M at 1 M requests). DuckDB's quantile_cont keeps every
+-- sample of a group in a growing array outside its memory limit (about 17 bytes a sample:
+-- 0.93 GB for 56 M doubles), so _tbt_stats finds the same order statistics in two passes:
+-- 1. a histogram of the gaps over order-keeping buckets (count, min, max per bucket), which
+--    places each wanted rank in one bucket;
+-- 2. the values of only those buckets (none when a bucket holds one distinct value), sorted.
+--    Memory is that of the largest such bucket: a few % of the gaps for any spread of TBT
+--    (buckets of 65 µs between 1 ms and 1 s); only gaps all within one bucket cost as much
+--    as quantile_cont.
+-- Then it interpolates between the two ranks as quantile_cont does (lo + (hi - lo) * d, with
+-- RN = (n - 1) * q), on the same doubles (gap_ns / 1e6 keeps the order of gap_ns), so the
+-- results are equal to quantile_cont(tbt_ms, q), bit for bit (tests/test_views_pick.py).
+
+-- Order-keeping bucket of a gap a >= 0 (ns): 64 ns wide below 1 ms (2^20 ns), 65 µs wide
+-- below 1.07 s (2^30 ns), 67 ms wide above; a larger gap never gets a smaller bucket. At most
+-- 16 k buckets below 1 s; a bucket near a TBT percentile holds a few % of the gaps at most.
+CREATE OR REPLACE MACRO _gap_bucket(a) AS
+    CASE
+        WHEN a < 1048576 THEN a >> 6
+        WHEN a < 1073741824 THEN 16384 + (a >> 16)
+        ELSE 32768 + (a >> 26)
+    END;
+
 -- Tokens of the rows that stand for their requests (request_phases), each chunk once.
 CREATE OR REPLACE VIEW _primary_tokens AS
 SELECT * FROM _tokens_primary_all
@@ -41,6 +65,85 @@ SEMI JOIN _request_pick AS p
     AND t.view = 'client'
     AND p.source_id = t.source_id
     AND p.request_id = t.request_id;
+
+-- The gaps of token_gaps (ns, nulls left out), each with its order-keeping bucket: gaps below
+-- zero (chunks out of time order) mirror those above, below every bucket of a gap >= 0.
+CREATE OR REPLACE VIEW _tbt_buckets AS
+SELECT x, CASE WHEN x < 0 THEN -1 - _gap_bucket(-x) ELSE _gap_bucket(x) END AS b
+FROM (SELECT gap_ns AS x FROM _primary_tokens WHERE gap_ns IS NOT NULL);
+
+-- TBT over token_gaps as _latency_stats gives it (n, mean, the four percentiles, max), the
+-- percentiles exact in bounded memory (see _gap_bucket above). _tbt_buckets is read
+-- twice (a view, not a CTE, so that its rows are streamed, never held).
+CREATE OR REPLACE VIEW _tbt_stats AS
+WITH histogram AS MATERIALIZED (
+    SELECT b, count(*) AS c, min(x) AS lo, max(x) AS hi, sum(x) AS total_ns
+    FROM _tbt_buckets
+    GROUP BY b
+),
+-- the mean from the exact integer sum (avg over doubles differs from it in the last bits,
+-- and from run to run with the order of summation)
+total AS (
+    SELECT
+        CAST(coalesce(sum(c), 0) AS BIGINT) AS n,
+        sum(total_ns) / sum(c) / 1e6 AS mean,
+        max(hi) / 1e6 AS max
+    FROM histogram
+),
+placed AS (
+    SELECT b, c, lo, hi, CAST(sum(c) OVER (ORDER BY b) - c AS BIGINT) AS before
+    FROM histogram
+),
+-- quantile_cont's interpolation: RN = (n - 1) * q between ranks floor(RN) and ceil(RN)
+percentiles AS (
+    SELECT p.k, p.q, CAST(t.n - 1 AS DOUBLE) * p.q AS rn
+    FROM total AS t
+    CROSS JOIN (
+        SELECT unnest([1, 2, 3, 4]) AS k, unnest([0.5, 0.9, 0.95, 0.99]::DOUBLE[]) AS q
+    ) AS p
+    WHERE t.n > 0
+),
+ranks AS (
+    SELECT DISTINCT CAST(floor(rn) AS BIGINT) AS r FROM percentiles
+    UNION
+    SELECT CAST(ceil(rn) AS BIGINT) FROM percentiles
+),
+located AS (
+    SELECT r.r, p.b, p.lo, p.hi, r.r - p.before AS i
+    FROM ranks AS r
+    JOIN placed AS p ON r.r >= p.before AND r.r < p.before + p.c
+),
+-- the values of the buckets that hold a wanted rank and more than one distinct value, sorted
+-- (a hash semi join on the bucket: cheaper than filtering every row by subquery results)
+opened AS (
+    SELECT t.b, list(t.x ORDER BY t.x) AS xs
+    FROM _tbt_buckets AS t
+    SEMI JOIN located AS l ON l.b = t.b AND l.lo < l.hi
+    GROUP BY t.b
+),
+ranked AS (
+    SELECT l.r, CASE WHEN l.lo = l.hi THEN l.lo ELSE o.xs[l.i + 1] END / 1e6 AS v
+    FROM located AS l
+    LEFT JOIN opened AS o ON o.b = l.b
+),
+interpolated AS (
+    SELECT
+        p.k,
+        CASE
+            WHEN floor(p.rn) = ceil(p.rn) THEN lo.v
+            ELSE lo.v + (hi.v - lo.v) * (p.rn - floor(p.rn))
+        END AS v
+    FROM percentiles AS p
+    JOIN ranked AS lo ON lo.r = CAST(floor(p.rn) AS BIGINT)
+    JOIN ranked AS hi ON hi.r = CAST(ceil(p.rn) AS BIGINT)
+)
+SELECT {
+    'n': t.n,
+    'mean': t.mean,
+    'q': (SELECT list(v ORDER BY k) FROM interpolated),
+    'max': t.max
+} AS s
+FROM total AS t;
 
 -- @view request_phases
 -- One row per request: its latency split into tokenize, queue, prefill, decode and an
@@ -187,8 +290,10 @@ FROM _client_tokens;
 -- @view kpi_latency
 -- Latency KPIs, one row per metric: count, mean and linearly interpolated percentiles
 -- (quantile_cont). tbt_ms pools every chunk gap of every request (vLLM bench's "ITL") from
--- token_gaps, so the same rows as request_phases. One scan of request_phases, one of
--- token_gaps, each an ungrouped aggregate (parallel, no per-metric grouping).
+-- token_gaps, so the same rows as request_phases. One scan of request_phases (an ungrouped
+-- aggregate); tbt_ms's percentiles are the values quantile_cont gives, found in two scans of
+-- token_gaps with memory that does not grow with the chunks (a histogram, then only the
+-- values near each percentile).
 CREATE OR REPLACE VIEW kpi_latency AS
 WITH per_request AS MATERIALIZED (
     SELECT
@@ -203,7 +308,7 @@ WITH per_request AS MATERIALIZED (
     FROM request_phases
 ),
 per_chunk AS (
-    SELECT _latency_stats(tbt_ms) AS tbt_ms FROM token_gaps
+    SELECT s AS tbt_ms FROM _tbt_stats
 ),
 stats AS (
     SELECT 1 AS ord, 'ttft_ms' AS metric, ttft_ms AS s FROM per_request

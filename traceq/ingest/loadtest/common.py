@@ -8,6 +8,7 @@ or `chunk_ts`) and hands it to `write_client`, which writes `requests` (view = c
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -161,6 +162,18 @@ def _redact(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     return value
+
+
+def content_id(*parts: Any) -> str:
+    """16 hex digits naming a run by what it records, not by the file that carries it.
+
+    Tools that print no request id (vLLM bench, llmperf) get request ids `<content_id>:<index>`
+    from the fields that identify their requests: a copy of the export under another name,
+    gzipped, re-indented or appended to another file gives the same ids, so the request pick
+    (traceq/pick.py) counts its requests once, as it does for copies of server traces."""
+    # json, not orjson: it takes integers past 64 bits and NaN as they were parsed
+    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def anchor(ns: pl.Expr, origin: int | None, t0: int | None) -> pl.Expr:

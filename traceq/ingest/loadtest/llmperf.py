@@ -17,6 +17,7 @@ import polars as pl
 from traceq.ingest.loadtest.common import (
     Run,
     client_frame,
+    content_id,
     load_json,
     records_frame,
     seconds_to_ns,
@@ -67,7 +68,7 @@ def read(data: bytes, options: IngestOptions, source: Source) -> Run:
         _summary(doc, run)
         run.run_source_id = sibling_source_id(source, r"summary", "individual_responses")
     elif isinstance(doc, list):
-        frame = _requests(doc, run, source.source_id, options)
+        frame = _requests(doc, run, content_id(TOOL, doc), options)
         if frame is not None:
             run.client.append(frame)
         run.records = {"requests": len(doc)}
@@ -91,8 +92,10 @@ def _summary(doc: dict[str, Any], run: Run) -> None:
 
 
 def _requests(
-    records: list[Any], run: Run, source_id: str, options: IngestOptions
+    records: list[Any], run: Run, key: str, options: IngestOptions
 ) -> pl.DataFrame | None:
+    """Request rows; ids `<key>:<index>`, `key` naming the records list by its content (a
+    record has no id and no start time, only its figures)."""
     raw = records_frame(records, _RECORD, run, "record")
     failed = pl.col("error_code").is_not_null() | (pl.col("error_msg").str.len_chars() > 0)
     ttft = valid_latency(pl.col("ttft_s"))
@@ -106,7 +109,7 @@ def _requests(
     t0 = options.t0 or 0
     ok = ~failed
     frame = good.select(
-        request_id=pl.format("{}:{}", pl.lit(source_id), "i"),
+        request_id=pl.format("{}:{}", pl.lit(key), "i"),
         error=pl.when(failed).then(
             pl.format(
                 "{} {}", pl.col("error_code").cast(pl.String).fill_null(""), "error_msg"

@@ -20,6 +20,7 @@ from traceq.ingest.loadtest.common import (
     Run,
     anchor,
     client_frame,
+    content_id,
     gaps_to_offsets,
     load_json,
     seconds_to_ns,
@@ -73,6 +74,12 @@ _INFO = {
     "rps_change_events",
 }
 SIGNATURE = (b'"total_input_tokens"', b'"request_throughput"')
+# The per-request arrays whose values (with the index) identify a request of a run.
+_IDENTITY = ("start_times", "ttfts", "latencies", "output_lens", "input_lens", "errors")
+
+
+def _identity(arrays: dict[str, list]) -> list:
+    return [[name, arrays.get(name)] for name in _IDENTITY]
 
 
 def looks_like(head: bytes) -> bool:
@@ -81,14 +88,13 @@ def looks_like(head: bytes) -> bool:
 
 def read(data: bytes, options: IngestOptions, source: Source) -> Run:
     run = Run(clock_domain=CLOCK)
-    source_id = source.source_id
     docs = _documents(data, run)
     several = len(docs) > 1
     origin = _origin(docs)
     for index, (line, doc) in enumerate(docs):
         label = str(index) if several else None
         _metrics(doc, run, label)
-        frame = _requests(doc, run, f"line {line}", options, origin, label, source_id)
+        frame = _requests(doc, run, f"line {line}", options, origin, label)
         if frame is not None:
             run.client.append(frame)
     run.records = {"runs": len(docs)}
@@ -159,7 +165,6 @@ def _requests(
     options: IngestOptions,
     origin: int | None,
     label: str | None,
-    source_id: str,
 ) -> pl.DataFrame | None:
     arrays = {k: doc[k] for k in _ARRAYS if isinstance(doc.get(k), list)}
     if "ttfts" not in arrays:
@@ -170,7 +175,10 @@ def _requests(
         run.reject(location, f"per-request arrays have different lengths ({shown})", doc)
         return None
     n = lengths["ttfts"]
-    prefix = f"{source_id}:{label}:" if label is not None else f"{source_id}:"
+    # The run's own per-request figures name it (perf_counter start times, TTFTs, latencies:
+    # no two runs share them), whatever file or line carries it.
+    key = content_id(TOOL, doc.get("date"), doc.get("model_id"), *_identity(arrays))
+    prefix = f"{key}:"
     errors = [e if isinstance(e, str) and e else None for e in arrays.get("errors", [None] * n)]
     raw = pl.DataFrame(
         {

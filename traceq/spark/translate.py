@@ -297,11 +297,47 @@ def _splice(select: exp.Select, star: exp.Expr, kept: list[exp.Expr]) -> None:
     select.set("expressions", items)
 
 
+def _ordered_lists(tree: exp.Expr) -> exp.Expr:
+    """`list(x ORDER BY k, ...)`: Spark's collect_list keeps no order, so the pairs are
+    collected as structs, sorted (array_sort orders structs field by field) and unwrapped:
+    `transform(array_sort(collect_list(named_struct('k0', k, ..., 'v', x))), s -> s.v)`,
+    reversed when every key is DESC; keys of mixed directions are refused."""
+
+    def rewrite(node: exp.Expr) -> exp.Expr:
+        if not (isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Order)):
+            return node
+        order = node.this
+        keys = order.expressions
+        directions = {bool(k.args.get("desc")) for k in keys}
+        if len(directions) != 1:
+            raise TranslationError("list(... ORDER BY) with mixed directions")
+        fields: list[exp.Expr] = []
+        for i, key in enumerate(keys):
+            fields += [exp.Literal.string(f"k{i}"), key.this.copy()]
+        fields += [exp.Literal.string("v"), order.this.copy()]
+        pairs = exp.Anonymous(
+            this="collect_list",
+            expressions=[exp.Anonymous(this="named_struct", expressions=fields)],
+        )
+        ordered = exp.Anonymous(this="array_sort", expressions=[pairs])
+        unwrap = exp.Lambda(
+            this=exp.Dot(this=exp.to_identifier("s"), expression=exp.to_identifier("v")),
+            expressions=[exp.to_identifier("s")],
+        )
+        values: exp.Expr = exp.Anonymous(this="transform", expressions=[ordered, unwrap])
+        if directions == {True}:
+            values = exp.Anonymous(this="reverse", expressions=[values])
+        return values
+
+    return tree.transform(rewrite)
+
+
 _RULES: tuple[Callable[[exp.Expr], exp.Expr], ...] = (
     _temporary_views,
     _no_materialized,
     _asof_joins,
     _generate_series,
+    _ordered_lists,
     _functions,
     _computed_index,
 )

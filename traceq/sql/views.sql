@@ -98,9 +98,11 @@ placed AS (
 percentiles AS (
     SELECT p.k, p.q, CAST(t.n - 1 AS DOUBLE) * p.q AS rn
     FROM total AS t
+    -- a VALUES list, not two parallel unnests: Spark allows one generator per SELECT
     CROSS JOIN (
-        SELECT unnest([1, 2, 3, 4]) AS k, unnest([0.5, 0.9, 0.95, 0.99]::DOUBLE[]) AS q
-    ) AS p
+        VALUES (1, CAST(0.5 AS DOUBLE)), (2, CAST(0.9 AS DOUBLE)), (3, CAST(0.95 AS DOUBLE)),
+            (4, CAST(0.99 AS DOUBLE))
+    ) AS p (k, q)
     WHERE t.n > 0
 ),
 ranks AS (

@@ -17,9 +17,9 @@ TIMEOUT = 90
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
+def dataset(tmp_path_factory, app_workdir):
     env = pytest.MonkeyPatch()
-    path = ingest_sample(tmp_path_factory.mktemp("appwork"), env)
+    path = ingest_sample(app_workdir, env)  # once per session (tests/conftest.py)
     findings = write_findings(path, tmp_path_factory.mktemp("findings") / "findings.json")
     env.setenv(state.ENV_FINDINGS, str(findings))
     yield path

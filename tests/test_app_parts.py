@@ -23,9 +23,9 @@ from traceq.session import Session
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
+def dataset(app_workdir):
     env = pytest.MonkeyPatch()
-    yield ingest_sample(tmp_path_factory.mktemp("parts"), env)
+    yield ingest_sample(app_workdir, env)  # once per session (tests/conftest.py)
     env.undo()
 
 

@@ -1,12 +1,14 @@
-"""Benchmark the app's first render on a large dataset: the overview and the timeline, each run
-cold (caches cleared) through `streamlit.testing`, with the rows every chart and table ships to
-the browser counted, side by side with a reference run of the one scan the overview cannot
-avoid (TTFT p99 over request_phases and TBT p99 over token_gaps) in a fresh Session.
+"""Benchmark the app's first render on a large dataset and check what it ships: the overview
+and the timeline, each run cold (caches cleared) through `streamlit.testing`, side by side with
+a reference run of the one scan the overview cannot avoid (TTFT p99 over request_phases and
+TBT p99 over token_gaps) in a fresh Session. Every chart and table on both pages is counted
+(traceq/app/shipped.py, the instrumentation tests/test_app.py uses on the samples) and the
+run fails when one ships more than --assert-rows rows.
 
-    .venv/bin/python bench/app_render.py /tmp/traceq-large.tq [--runs 2]
+    .venv/bin/python bench/app_render.py /tmp/large-ds [--runs 2] [--assert-rows 5000]
 
-The dataset is only read. Not part of the test suite (tests/test_app.py asserts the bounds on
-the sample scenarios); docs/PERFORMANCE.md records the figures.
+The dataset is only read. Not part of the test suite (the suite cannot build a million-request
+dataset); docs/PERFORMANCE.md records the figures.
 """
 
 from __future__ import annotations
@@ -17,50 +19,41 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow as pa
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from traceq.app import shipped  # noqa: E402
 from traceq.session import Session  # noqa: E402
 
 REFERENCE_SQL = (
     "SELECT (SELECT quantile_cont(ttft_ms, 0.99) FROM request_phases) AS ttft_p99, "
     "(SELECT quantile_cont(tbt_ms, 0.99) FROM token_gaps) AS tbt_p99"
 )
-ROW_BOUND = 5_000
-"""Most rows any one chart or table may ship to the browser (issue 12: a few thousand)."""
+PAGES = {"overview": 1, "timeline": 8}
+"""Page → the fewest charts it must draw (a page that drew nothing would ship nothing)."""
 
 
-def rows_of(element) -> int:
-    proto = element.proto
-    total = sum(pa.ipc.open_stream(d.data.data).read_all().num_rows for d in proto.datasets)
-    if proto.data.data:
-        total += pa.ipc.open_stream(proto.data.data).read_all().num_rows
-    return total
-
-
-def render(dataset: str, page: str | None) -> dict:
+def render(dataset: str, page: str) -> tuple[float, AppTest]:
     st.cache_data.clear()
     st.cache_resource.clear()
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=1800)
     at.query_params["dataset"] = dataset
     started = time.perf_counter()
     at.run()
-    if page:  # open the page with cold caches again, so only its own queries are timed
+    if page != "overview":  # open the page with cold caches again, so only its queries count
         st.cache_data.clear()
         st.cache_resource.clear()
         started = time.perf_counter()
         at.switch_page(f"traceq/app/pages/{page}.py").run()
     elapsed = time.perf_counter() - started
     if at.exception:
-        raise SystemExit(f"{page or 'overview'}: {at.exception[0].value}")
-    charts = [rows_of(c) for c in at.get("vega_lite_chart")]
-    tables = [len(d.value) for d in at.dataframe]
-    return {"page": page or "overview", "seconds": elapsed, "chart_rows": charts,
-            "table_rows": tables}  # fmt: skip
+        raise SystemExit(f"{page}: {at.exception[0].value}")
+    if at.error:
+        raise SystemExit(f"{page}: {at.error[0].value}")
+    return elapsed, at
 
 
 def reference(dataset: str) -> float:
@@ -74,24 +67,40 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument(
+        "--assert-rows",
+        type=int,
+        default=shipped.ROW_BOUND,
+        metavar="N",
+        help="fail when one chart or table ships more than N rows (default %(default)s)",
+    )
     args = parser.parse_args()
     with Session(args.dataset) as s:
         size = s.query(
             "SELECT (SELECT count(*) FROM requests) AS requests, "
             "(SELECT count(*) FROM tokens) AS tokens"
         ).row(0, named=True)
-    print(json.dumps(size))
-    for _ in range(args.runs):
+    print(json.dumps(size), flush=True)
+    failed = []
+    for run in range(1, args.runs + 1):
         ref = reference(args.dataset)
-        for page in (None, "timeline"):
-            r = render(args.dataset, page)
-            r["reference_s"] = ref
-            r["ratio"] = r["seconds"] / ref
-            worst = max(r["chart_rows"] + r["table_rows"], default=0)
-            r["max_rows"] = worst
-            print(json.dumps(r))
-            if worst > ROW_BOUND:
-                raise SystemExit(f"{r['page']} ships {worst:,} rows in one element")
+        for page, fewest_charts in PAGES.items():
+            seconds, at = render(args.dataset, page)
+            items = shipped.rendered(at)
+            charts = [i for i in items if i.kind == "chart"]
+            print(json.dumps({
+                "run": run, "page": page, "seconds": round(seconds, 2),
+                "reference_s": round(ref, 2), "ratio": round(seconds / ref, 2),
+                "max_rows": max((i.rows for i in items), default=0),
+                "shipped": [[i.kind, i.label, i.rows] for i in items],
+            }), flush=True)  # fmt: skip
+            if len(charts) < fewest_charts:
+                failed.append(f"{page}: {len(charts)} charts drawn, expected {fewest_charts}+")
+            failed += [f"{page}: {i.kind} '{i.label}' ships {i.rows:,} rows > {args.assert_rows:,}"
+                       for i in shipped.over_bound(items, args.assert_rows)]  # fmt: skip
+    if failed:
+        raise SystemExit("; ".join(failed))
+    print(f"OK: no chart or table ships more than {args.assert_rows:,} rows")
 
 
 if __name__ == "__main__":

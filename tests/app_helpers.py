@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-import pyarrow as pa
 
 from traceq.findings import Diagnosis, Finding
 from traceq.session import Session
@@ -95,14 +94,3 @@ def write_findings(dataset: Path, path: Path) -> Path:
     )
     path.write_bytes(orjson.dumps(diagnosis.to_dict()))
     return path
-
-
-def chart_rows(element) -> int:
-    """Rows of data a rendered Vega-Lite chart element carries to the browser."""
-    proto = element.proto
-    rows = 0
-    for d in proto.datasets:
-        rows += pa.ipc.open_stream(d.data.data).read_all().num_rows
-    if proto.data.data:
-        rows += pa.ipc.open_stream(proto.data.data).read_all().num_rows
-    return rows

@@ -23,9 +23,9 @@ from traceq.session import Session
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
+def dataset(app_workdir):
     env = pytest.MonkeyPatch()
-    yield ingest_sample(tmp_path_factory.mktemp("parts"), env)
+    yield ingest_sample(app_workdir, env)  # once per session (tests/conftest.py)
     env.undo()
 
 
@@ -289,3 +289,35 @@ def test_frames_to_browser_are_polars():
     # the charts take polars frames directly (no pandas round-trip in traceq's own code)
     frame = pl.DataFrame({"time": [0.0], "a": [1.0]})
     assert charts.row_count(charts.series(frame, ["a"], title="", unit="")) == 1
+
+
+def _page_shipping_raw_rows() -> None:
+    import altair as alt
+    import polars as pl
+    import streamlit as st
+
+    raw = pl.DataFrame({"x": range(6_000), "y": range(6_000)})
+    st.altair_chart(alt.Chart(raw).mark_point().encode(x="x", y="y").properties(title="raw"))
+    inline = alt.Data(values=[{"x": i} for i in range(5_001)])
+    st.altair_chart(alt.Chart(inline).mark_tick().encode(x="x:Q"))
+    st.dataframe(raw)
+    st.sidebar.dataframe(raw.head(10))
+
+
+def test_the_row_check_catches_a_page_shipping_raw_rows():
+    # the instrumentation behind the row bound (tests/test_app.py on the samples,
+    # bench/app_render.py on 1 M requests) sees every chart and table, inline data included
+    from streamlit.testing.v1 import AppTest
+
+    from traceq.app import shipped
+
+    at = AppTest.from_function(_page_shipping_raw_rows, default_timeout=60).run()
+    items = shipped.rendered(at)
+    assert [(i.kind, i.rows) for i in items] == [
+        ("chart", 6_000),
+        ("chart", 5_001),
+        ("dataframe", 6_000),
+        ("dataframe", 10),
+    ]
+    assert items[0].label == "raw" and items[2].label == "x, y"
+    assert [i.rows for i in shipped.over_bound(items)] == [6_000, 5_001, 6_000]

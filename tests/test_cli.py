@@ -112,8 +112,9 @@ def test_explicit_format_overrides_sniffing(tmp_path, dataset):
     assert result.returncode == 0 and "otlp-json: 1 requests" in result.stdout
 
 
-def test_demo_runs_on_the_bundled_sample_traces(tmp_path):
-    result = traceq_cli("demo", "-o", str(tmp_path))
+def test_demo_runs_on_the_bundled_sample_traces(demo_run):
+    # `traceq demo -o DIR`, run once per session (tests/conftest.py)
+    result = demo_run.result
     assert result.returncode == 0, result.stderr
     assert "per scenario" in result.stdout and "| healthy " in result.stdout
     ingested = [line for line in result.stdout.splitlines() if "otlp-json:" in line]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.playbook_helpers import SAMPLES, failing, ingest_folder, run, synth_dataset
+from tests.playbook_helpers import failing, run, synth_dataset
 from traceq.playbooks import load_catalog
 from traceq.synth import generate
 
@@ -47,10 +47,11 @@ QUIET = {
 
 
 @pytest.fixture(scope="module")
-def samples(tmp_path_factory):
-    root = tmp_path_factory.mktemp("samples")
+def samples(demo_run):
+    # the bundled scenarios as `traceq demo` ingested them (tests/conftest.py: once per session,
+    # through the same ingest_scenario and labels.json options as playbook_helpers.ingest_folder)
     names = sorted(set(FIRES) | {s for v in QUIET.values() for s in v} | {"healthy"})
-    return {name: run(ingest_folder(SAMPLES / name, root / f"{name}.tq")) for name in names}
+    return {name: run(demo_run.dataset(name)) for name in names}
 
 
 def test_every_playbook_has_a_fires_and_a_quiet_case():

@@ -20,8 +20,8 @@ REALISTIC = 2_000  # requests: a short nightly load test
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory):
-    return tmp_path_factory.mktemp("gate")
+def root(report_root):
+    return report_root  # datasets shared with test_report_output.py (tests/conftest.py)
 
 
 def _baseline(root, ds, name):

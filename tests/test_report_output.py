@@ -32,8 +32,8 @@ CHART_IDS = ("latency", "phases", "profile", "timeline")
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("report-out")
+def data(report_root):
+    root = report_root  # datasets shared with test_report_gate.py (tests/conftest.py)
     healthy = make_dataset(root, "healthy", 1)
     kv = make_dataset(root, "kv-pressure", 1)
     baseline = root / "healthy.json"

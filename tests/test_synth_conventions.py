@@ -17,13 +17,23 @@ ROUNDING_NS = {"alipay-compressed": 50_000}  # 4 decimals of a second: ±50 µs 
 
 
 @pytest.fixture(scope="module")
-def datasets(tmp_path_factory):
-    """kv-pressure (preemptions, queueing, long decodes), 150 requests, each convention."""
+def generated(tmp_path_factory):
+    """kv-pressure (preemptions, queueing, long decodes), 150 requests, written once in each
+    convention: convention → (its folder, its labels)."""
     root = tmp_path_factory.mktemp("conventions")
+    return {
+        convention: (root / convention, generate("kv-pressure", root / convention, seed=5,
+                                                  requests=150, convention=convention))
+        for convention in CONVENTIONS
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def datasets(generated):
+    """Each convention's traces alone, ingested."""
     out = {}
-    for convention in CONVENTIONS:
-        labels = generate("kv-pressure", root / convention, seed=5, requests=150,
-                          convention=convention)  # fmt: skip
+    for convention, (folder, labels) in generated.items():
+        root = folder.parent
         (result,) = traceq.ingest(
             [root / convention / "traces.otlp.jsonl"], root / f"ds-{convention}"
         )
@@ -64,16 +74,14 @@ def test_preemptions_counted_where_the_convention_carries_them(datasets):
 
 
 @pytest.fixture(scope="module")
-def diagnoses(tmp_path_factory):
+def diagnoses(generated):
     """The same kv-pressure run in every convention, with its vLLM log and GPU samples (the
     evidence an incident leaves), diagnosed by the playbook engine."""
     from tests.playbook_helpers import ingest_folder, run
 
-    root = tmp_path_factory.mktemp("conventions-diagnosis")
     out = {}
-    for convention in CONVENTIONS:
-        generate("kv-pressure", root / convention, seed=5, requests=150, convention=convention)
-        out[convention] = run(ingest_folder(root / convention, root / f"{convention}.tq"))
+    for convention, (folder, _) in generated.items():
+        out[convention] = run(ingest_folder(folder, folder.parent / f"{convention}.tq"))
     return out
 
 

@@ -173,7 +173,7 @@ def test_labels_name_faults_windows_and_playbooks(tmp_path):
     assert healthy["intensity"] is None
 
 
-def test_cli_synth_and_demo(tmp_path):
+def test_cli_synth_and_demo(tmp_path, demo_run):
     runner = CliRunner()
     res = runner.invoke(
         cli, ["synth", "fixed-length", "-o", str(tmp_path / "s"), "--requests", "12", "--seed", "3"]
@@ -185,7 +185,8 @@ def test_cli_synth_and_demo(tmp_path):
     assert res.exit_code == 2
     res = runner.invoke(cli, ["synth", "list", "-o", str(tmp_path / "x")])
     assert "kv-pressure" in res.output
-    res = runner.invoke(cli, ["demo", "-o", str(tmp_path / "demo")])
-    assert res.exit_code == 0, res.output
-    assert "| kv-pressure" in res.output and "ttft_p99" in res.output
-    assert (tmp_path / "demo" / "healthy.tq" / "manifest.json").is_file()
+    # `traceq demo -o DIR`, run once per session (tests/conftest.py; test_cli.py reads it too)
+    assert demo_run.result.returncode == 0, demo_run.result.stderr
+    out = demo_run.result.stdout
+    assert "| kv-pressure" in out and "ttft_p99" in out
+    assert (demo_run.out / "healthy.tq" / "manifest.json").is_file()

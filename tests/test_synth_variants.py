@@ -71,6 +71,23 @@ def _open(folder: Path):
     return traceq.open(folder / "ds"), labels
 
 
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory):
+    """`healthy` generated and opened once per set of arguments (several scenarios compare
+    with the same healthy run): healthy(seed=3, requests=120) → the open dataset."""
+    root, opened = tmp_path_factory.mktemp("healthy"), {}
+
+    def get(**kw):
+        key = tuple(sorted(kw.items()))
+        if key not in opened:
+            folder = root / "-".join(f"{k}{v}" for k, v in key)
+            generate("healthy", folder, **kw)
+            opened[key] = _open(folder)[0]
+        return opened[key]
+
+    return get
+
+
 def _kpi(con, name: str, lo: int = 0, hi: int = EVER) -> float:
     return con.execute(KPI[name], {"lo": lo, "hi": hi}).fetchone()[0]
 
@@ -122,7 +139,7 @@ def test_default_is_strong_and_each_intensity_is_deterministic(tmp_path):
 
 
 @pytest.mark.parametrize("name", sorted(KPI))
-def test_key_figure_grows_from_mild_to_strong(tmp_path, name):
+def test_key_figure_grows_from_mild_to_strong(tmp_path, name, healthy):
     requests = 200 if name in ("low-prefix-reuse", "long-output-tail", "kv-pressure") else 120
     values = []
     for level in INTENSITIES:
@@ -136,19 +153,17 @@ def test_key_figure_grows_from_mild_to_strong(tmp_path, name):
         "errors",
         "client-jitter",  # healthy has no client view; the server view is the healthy one
     ):
-        generate("healthy", tmp_path / "healthy", seed=3, requests=requests)
-        con, _ = _open(tmp_path / "healthy")
-        healthy = _kpi(con, name)
+        base = _kpi(healthy(seed=3, requests=requests), name)
         # Mild is still a fault: its figure is off the healthy one (whole run, so a fault
         # confined to part of the run, like throttling, moves it less than in its window).
-        assert values[0] > healthy + 0.05 * abs(healthy), (values, healthy)
+        assert values[0] > base + 0.05 * abs(base), (values, base)
 
 
 WINDOW = (90.0, 150.0)
 
 
 @pytest.mark.parametrize("name", sorted(KPI))
-def test_windowed_fault_stays_inside_its_window(tmp_path, name):
+def test_windowed_fault_stays_inside_its_window(tmp_path, name, healthy):
     window = (0.0, 60.0) if name == "warm-up-skew" else WINDOW
     labels = generate(name, tmp_path / "w", seed=2, duration_s=240, window=window)
     con, labels = _open(tmp_path / "w")
@@ -174,10 +189,9 @@ def test_windowed_fault_stays_inside_its_window(tmp_path, name):
         "queue-overload",
         "client-jitter",  # healthy has no client view
     ):
-        generate("healthy", tmp_path / "h", seed=2, duration_s=240)
-        healthy = _kpi(_open(tmp_path / "h")[0], name, 0, lo)
+        base = _kpi(healthy(seed=2, duration_s=240), name, 0, lo)
         # Before the window the run is the healthy run: same traffic, same engine.
-        assert before == pytest.approx(healthy, rel=0.05), (before, healthy)
+        assert before == pytest.approx(base, rel=0.05), (before, base)
 
 
 def test_cli_intensity_and_window(tmp_path):

@@ -56,10 +56,10 @@ def _chromium() -> str:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, app_workdir):
     env = pytest.MonkeyPatch()
     work = tmp_path_factory.mktemp("browser")
-    dataset = ingest_sample(work, env)
+    dataset = ingest_sample(app_workdir, env)  # once per session (tests/conftest.py)
     findings = write_findings(dataset, work / "findings.json")
     port = _free_port()
     command = [
@@ -117,19 +117,37 @@ def last_view(request, page):
     page.screenshot(path=str(ARTEFACTS / f"last-{request.node.name}.png"))
 
 
+SETTLED = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+    if (document.querySelector('[data-testid="stSkeleton"]')) return false;
+    // traceq/app/router.py ends every completed run with a marker naming its page and URL
+    // parameters; between a run cut short by st.rerun() (a brush) or st.switch_page() (a
+    // link) and the run that follows, no script runs either, but the marker on the page is
+    // the previous run's and names another URL
+    const marks = document.querySelectorAll('[data-traceq-rendered]');
+    if (marks.length === 0) return false;
+    const path = location.pathname.split('/').filter(Boolean).pop() || '';
+    const url = Object.fromEntries(new URLSearchParams(location.search));
+    for (const mark of marks) {
+        if (mark.dataset.page !== path) return false;
+        const drawn = JSON.parse(mark.dataset.query);
+        const keys = new Set([...Object.keys(drawn), ...Object.keys(url)]);
+        for (const k of keys) if (drawn[k] !== url[k]) return false;
+    }
+    const charts = document.querySelectorAll('[data-testid="stVegaLiteChart"]');
+    return Array.from(charts).every(c => c.querySelector('svg g.role-mark, canvas'));
+}"""
+"""True once the page's last run is complete and drawn (no time-based guess)."""
+NEXT_PAINT = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+
+
 def settle(page: Page) -> None:
-    """Wait until the script has run and every chart on the page has drawn."""
+    """Wait until the last run the page asked for has completed and every chart has drawn,
+    then for the next paint (screenshots show what the DOM holds)."""
     page.wait_for_selector('[data-testid="stApp"]')
-    page.wait_for_function(
-        """() => {
-            const app = document.querySelector('[data-testid="stApp"]');
-            if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
-            if (document.querySelector('[data-testid="stSkeleton"]')) return false;
-            const charts = document.querySelectorAll('[data-testid="stVegaLiteChart"]');
-            return Array.from(charts).every(c => c.querySelector('svg g.role-mark, canvas'));
-        }"""
-    )
-    page.wait_for_timeout(500)  # one more frame for the last chart's transitions
+    page.wait_for_function(SETTLED)
+    page.evaluate(NEXT_PAINT)
 
 
 def check(page: Page, name: str) -> int:
@@ -245,4 +263,5 @@ def test_console_refuses_a_write_in_one_line(page, server):
     editor.fill("SELECT metric, p50, p99 FROM kpi_latency")
     page.get_by_role("button", name="Run").click()
     expect(page.get_by_text(re.compile(r"9 rows in"))).to_be_visible()
+    settle(page)  # the refused COPY's error box stays on the page until this run completes
     check(page, "console")

@@ -3,6 +3,8 @@ pages in traceq/app/pages/. app.py (repo top) and traceq/app/streamlit_app.py ca
 
 from __future__ import annotations
 
+import html
+import json
 from pathlib import Path
 
 import streamlit as st
@@ -67,6 +69,25 @@ def run() -> None:
         page.run()
     except QueryError as exc:
         st.error(one_line(exc))
+    mark_rendered(page.url_path)
+
+
+RENDERED = "data-traceq-rendered"
+"""Attribute of the hidden marker the last element of every completed run carries."""
+
+
+def mark_rendered(url_path: str) -> None:
+    """End the run with a hidden marker naming the page and the URL parameters it drew.
+
+    A run cut short by `st.rerun()` or `st.switch_page()` (a brush, a link) never gets here,
+    so its predecessor's marker stays on the page, naming another URL; a page whose marker
+    matches the address bar while no script runs is complete. tests/browser/ waits on that
+    instead of guessing how long the rerun after a rerun takes."""
+    query = json.dumps(dict(sorted(st.query_params.to_dict().items())))
+    st.sidebar.html(
+        f'<span hidden {RENDERED}="1" data-page="{html.escape(url_path)}" '
+        f'data-query="{html.escape(query)}"></span>'
+    )
 
 
 def one_line(exc: BaseException) -> str:

@@ -1,10 +1,17 @@
-"""A dataset on disk: one Parquet file per (table, source) plus `manifest.json`.
+"""A dataset on disk: Parquet files per (table, source, partition) plus `manifest.json`.
 
-Layout::
+Layout (traceq/layout.py has the partition and sort rules)::
 
     DATASET/manifest.json
-    DATASET/<table>/<source_id>.parquet
+    DATASET/<table>/day=<YYYY-MM-DD>/[instance=<name>/]<source_id>.parquet
+    DATASET/<table>/<source_id>.parquet      tables without time; every table in old datasets
+    DATASET/request_pick/<key>.parquet       which row stands for each request (pick.py)
     DATASET/.staging/            scratch space of ingests in progress
+
+The manifest lists each source's files per table (`files`: table → list of paths relative to
+the dataset, so the folder reads the same from a local disk or object storage). Datasets
+written before the partitioned layout list one flat path per table (a string); they are read
+as they are.
 
 Readers only see files the manifest lists, and the manifest is replaced atomically
 (write temp, fsync, rename) after a source's files are in place. An interrupted ingest
@@ -31,7 +38,7 @@ from typing import Any
 import polars as pl
 import pyarrow.parquet as pq
 
-from traceq import pick
+from traceq import layout, pick
 from traceq.schema import NS, SCHEMA_VERSION, TABLES, conform
 
 MANIFEST = "manifest.json"
@@ -106,9 +113,9 @@ class Dataset:
                 raise DatasetError(msg)
 
     def _listed(self, rel: Any) -> str:
-        """`rel` (a path from the manifest) if it has the shape `<table>/<name>.parquet`."""
-        table, _, name = rel.partition("/") if isinstance(rel, str) else ("", "", "")
-        if table not in TABLES or not name.endswith(".parquet") or "/" in name or name[0] == ".":
+        """`rel` (a path from the manifest) if it has the shape of a dataset file:
+        `<table>/[day=<date>/[instance=<name>/]]<name>.parquet` (traceq/layout.py)."""
+        if layout.table_of(rel) is None:
             msg = (
                 f"{self.root / MANIFEST} lists {rel!r}, which is not inside the dataset; "
                 "refusing to read or delete it (restore the manifest or re-ingest)"
@@ -155,8 +162,20 @@ class Dataset:
             )
             raise DatasetError(msg)
         for s in sources:
-            for rel in s.get("files", {}).values():
-                self._listed(rel)
+            files = s.get("files", {})
+            for table, rels in files.items():
+                # a dataset written before the partitioned layout lists one flat path
+                files[table] = [rels] if isinstance(rels, str) else rels
+                if not isinstance(files[table], list) or not files[table]:
+                    msg = (
+                        f"{path} is damaged: the files of {table!r} are not a list of paths; "
+                        "restore it from a backup or re-ingest into a new folder"
+                    )
+                    raise DatasetError(msg)
+                for rel in files[table]:
+                    if layout.table_of(self._listed(rel)) != table:
+                        msg = f"{path} lists {rel!r} under table {table!r}; re-ingest"
+                        raise DatasetError(msg)
         return manifest
 
     def sources(self) -> list[dict[str, Any]]:
@@ -185,10 +204,9 @@ class Dataset:
         return found
 
     def table_files(self, table: str) -> list[Path]:
-        """Parquet files of `table`, in ingest order, as listed by the manifest."""
-        return [
-            self.path_of(s["files"][table]) for s in self.sources() if table in s.get("files", {})
-        ]
+        """Parquet files of `table`, in ingest order, as listed by the manifest (each checked
+        by `path_of`): what any engine reads for the table (traceq/db.py, traceq/spark.py)."""
+        return [self.path_of(rel) for rel in listed_files(self.manifest(), table)]
 
     # -- writing -------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -217,14 +235,16 @@ class Dataset:
     def sweep(self) -> None:
         """Remove staging dirs of dead ingests and Parquet files no manifest entry lists."""
         with self._locked():
-            listed = {
-                str(self.root / f) for s in self.sources() for f in s.get("files", {}).values()
-            }
+            manifest = self.manifest()
+            listed = {str(self.root / f) for t in TABLES for f in listed_files(manifest, t)}
             self._check_links()
             for table in TABLES:
-                for path in (self.root / table).glob("*.parquet"):
-                    if str(path) not in listed:
-                        path.unlink(missing_ok=True)  # a link is removed, never followed
+                # os.walk never descends into a linked folder; a linked file is unlinked
+                for folder, _, names in os.walk(self.root / table):
+                    for name in names:
+                        path = Path(folder) / name
+                        if name.endswith(".parquet") and str(path) not in listed:
+                            path.unlink(missing_ok=True)
             staging = self.root / ".staging"
             for scratch in staging.glob("*") if staging.is_dir() else []:
                 pid = scratch.name.rsplit("-", 1)[-1]
@@ -239,10 +259,14 @@ class Dataset:
         return SourceWriter(self, source_id)
 
     def commit(
-        self, entry: dict[str, Any], staged: dict[str, Path], replaces: Sequence[str] = ()
+        self,
+        entry: dict[str, Any],
+        staged: dict[str, dict[str, Path]],
+        replaces: Sequence[str] = (),
     ) -> bool:
-        """Move a source's staged files into place and list them; False if already there.
+        """Move a source's laid-out files into place and list them; False if already there.
 
+        `staged`: table → {path in the dataset: staged file} (traceq/layout.py).
         `replaces`: source ids whose entries and files this commit drops (`ingest --replace`
         re-reading a file with other options): readers see the old rows or the new, never
         both, since the new files get names of their own and the old go after the manifest.
@@ -266,27 +290,48 @@ class Dataset:
             dropped = set(replaces) | set(entry.get("supersedes", ()))
             old = [s for s in manifest["sources"] if s in same or s["source_id"] in dropped]
             manifest["sources"] = [s for s in manifest["sources"] if s not in old]
-            taken = {rel for s in old for rel in s.get("files", {}).values()}
-            files = {}
-            for table, path in staged.items():
-                (self.root / table).mkdir(exist_ok=True)
-                rel = self._free_name(table, entry["source_id"], taken)
-                os.replace(path, self.root / rel)
-                files[table] = rel
+            taken = {rel for s in old for rels in s.get("files", {}).values() for rel in rels}
+            files: dict[str, list[str]] = {}
+            for table, laid in staged.items():
+                for want, path in laid.items():
+                    rel = _free_name(want, taken)
+                    self._folder_for(rel)
+                    os.replace(path, self.root / rel)
+                    files.setdefault(table, []).append(rel)
             manifest["sources"].append({**entry, "files": files})
             self._write_manifest(manifest)
             # unlisted now: removed only after the manifest no longer lists them
-            for rel in taken - set(files.values()):
+            for rel in taken - {rel for rels in files.values() for rel in rels}:
                 self.path_of(rel).unlink(missing_ok=True)
         return True
 
-    def _free_name(self, table: str, source_id: str, taken: set[str]) -> str:
-        """`table/<source_id>.parquet`, or `….<n>.parquet` while a listed file has the name."""
-        rel, n = f"{table}/{source_id}.parquet", 0
-        while rel in taken:
-            n += 1
-            rel = f"{table}/{source_id}.{n}.parquet"
-        return rel
+    def _folder_for(self, rel: str) -> None:
+        """Make the partition folders of `rel`; a link among them is refused, never used."""
+        folder = self.root
+        for part in rel.split("/")[:-1]:
+            folder = folder / part
+            if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+                msg = (
+                    f"{folder} is a symbolic link or a file; traceq never follows links "
+                    "inside a dataset (replace it with the real folder)"
+                )
+                raise DatasetError(msg)
+            folder.mkdir(exist_ok=True)
+
+
+def _free_name(rel: str, taken: set[str]) -> str:
+    """`rel` (`…/<source_id>.parquet`), or `….<n>.parquet` while a listed file has the name."""
+    stem, n, free = rel.removesuffix(".parquet"), 0, rel
+    while free in taken:
+        n += 1
+        free = f"{stem}.{n}.parquet"
+    return free
+
+
+def listed_files(manifest: dict[str, Any], table: str) -> list[str]:
+    """Paths (relative to the dataset, checked by `Dataset.manifest`) of `table`'s files, in
+    ingest order: join them to the dataset's root, a folder or an object-store prefix."""
+    return [rel for s in manifest["sources"] for rel in s.get("files", {}).get(table, [])]
 
 
 def write_error(root: Path, exc: OSError) -> DatasetError | None:
@@ -382,7 +427,9 @@ class SourceWriter:
 
     def commit(self, entry: dict[str, Any], replaces: Sequence[str] = ()) -> bool:
         """Commit the staged files with `entry` (see `Dataset.commit` for `replaces`)."""
-        staged = self.close()
+        staged = layout.lay_out(
+            self.close(), self.scratch, self.source_id, self.labels.get("instance")
+        )
         entry = {
             **entry,
             "source_id": self.source_id,

@@ -5,7 +5,8 @@ its own peak RSS, side by side with one plain DuckDB scan of `tokens` (issue 14)
                           [--out /tmp/traceq-scale] [--keep]
 
 For each size: `traceq synth large --requests N` (not timed), then in a fresh process each
-(bench/harness.py: wall seconds seen by the parent, the child's VmHWM):
+(bench/harness.py: wall seconds seen by the parent, the child's VmHWM), and the child's own
+seconds of work (imports excluded; ratios are taken on these):
 
   ingest      traceq.ingest([traces.otlp.jsonl, dcgm.prom], DATASET)
   scan        reference: plain DuckDB, `SELECT sum(ts), sum(gap_ns) FROM read_parquet(tokens
@@ -35,43 +36,64 @@ from harness import Child, run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Every child prints, last, {"s": seconds of the work itself, imports excluded}.
+INGEST = r"""
+import json, sys, time
+import traceq
+t = time.perf_counter()
+traceq.ingest(sys.argv[1:-1], sys.argv[-1])
+print(json.dumps({"s": time.perf_counter() - t}))
+"""
+
 SCAN = r"""
-import duckdb, json, sys
+import duckdb, json, sys, time
 from traceq.dataset import Dataset
+t = time.perf_counter()
 files = [str(p) for p in Dataset(sys.argv[1]).table_files("tokens")]
 con = duckdb.connect()
 con.execute("SET memory_limit = '2GB'")
 rows = con.read_parquet(files, hive_partitioning=False).aggregate("sum(ts), sum(gap_ns)")
-print(json.dumps({"rows": len(rows.fetchall())}))
+rows.fetchall()
+print(json.dumps({"s": time.perf_counter() - t}))
 """
 
 QUERY = r"""
-import json, sys
+import json, sys, time
 from traceq.session import Session
+t = time.perf_counter()
 with Session(sys.argv[1], time_limit_s=3600) as s:
-    print(json.dumps({"rows": len(s.query(sys.argv[2]))}))
+    s.query(sys.argv[2])
+print(json.dumps({"s": time.perf_counter() - t}))
 """
 
 DIAGNOSE = r"""
-import json, sys
+import json, sys, time
 from traceq.playbooks import diagnose, load_catalog
 from traceq.session import Session
+t = time.perf_counter()
 with Session(sys.argv[1], time_limit_s=3600) as s:
     d = diagnose(s, load_catalog().playbooks)
-print(json.dumps({"findings": {f.id: f.status for f in d.findings}}))
+print(json.dumps({"s": time.perf_counter() - t, "failed": [f.id for f in d.findings
+                                                           if f.status == "fail"]}))
 """
 
 REPORT = r"""
-import sys
+import json, sys, time
 from traceq.cli import main
 sys.argv = ["traceq", "report", sys.argv[1], "-o", sys.argv[2], "--no-findings"]
-main()
+t = time.perf_counter()
+try:
+    main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(json.dumps({"s": time.perf_counter() - t}))
 """
 
 PRUNED = r"""
-import json, sys, tempfile
+import json, sys, tempfile, time
 from pathlib import Path
 from traceq import db
+t = time.perf_counter()
 from traceq.dataset import Dataset
 ds = Dataset(sys.argv[1])
 con = db.connect(ds, ds.manifest(), read_only=False)
@@ -85,7 +107,7 @@ with tempfile.TemporaryDirectory() as tmp:
     con.execute(sql, [lo, lo + 60 * 10**9]).fetchall()
     q = json.loads(out.read_text())["query"]
 keys = ("total_row_groups_scanned", "total_row_groups_to_scan", "total_rows_scanned")
-print(json.dumps({k: q.get(k) for k in keys}))
+print(json.dumps({"s": time.perf_counter() - t} | {k: q.get(k) for k in keys}))
 """
 
 
@@ -116,9 +138,8 @@ def measure(
     runs: dict[str, Child] = {}
     if raw is not None:
         shutil.rmtree(dataset, ignore_errors=True)
-        code = "import sys, traceq; traceq.ingest(sys.argv[1:-1], sys.argv[-1])"
         runs["ingest"] = run_python(
-            ["-c", code, str(raw / "traces.otlp.jsonl"), str(raw / "dcgm.prom"), str(dataset)]
+            ["-c", INGEST, str(raw / "traces.otlp.jsonl"), str(raw / "dcgm.prom"), str(dataset)]
         )
     ds = str(dataset)
     runs["scan"] = run_python(["-c", SCAN, ds])
@@ -143,15 +164,15 @@ def main() -> None:
         (n, args.out / f"ds-{n}", synth(n, args.out)) for n in args.requests
     ]
     plan += [(int(n), Path(d), None) for n, d in (x.split("=", 1) for x in args.dataset)]
-    print("| requests | step | wall s | × scan | peak RSS MiB |")
-    print("|---|---|---:|---:|---:|")
+    print("| requests | step | process s | work s | work × scan | peak RSS MiB |")
+    print("|---|---|---:|---:|---:|---:|")
     for n, dataset, raw in sorted(plan):
         runs, p, b = measure(dataset, raw, args.out)
-        scan = runs["scan"].seconds
+        work = {step: json.loads(child.last_line)["s"] for step, child in runs.items()}
         for step, child in runs.items():
             print(
-                f"| {n:,} | {step} | {child.seconds:.2f} | {child.seconds / scan:.2f} "
-                f"| {child.peak_rss_mib:,.0f} |",
+                f"| {n:,} | {step} | {child.seconds:.2f} | {work[step]:.2f} "
+                f"| {work[step] / work['scan']:.2f} | {child.peak_rss_mib:,.0f} |",
                 flush=True,
             )
         print(

@@ -15,10 +15,13 @@ table; they are read as they are (docs/INGEST.md, "Dataset layout").
 
 Within a file, rows are sorted by `traceq/sql/layout.sql`: requests by arrival, tokens by
 their request's first chunk then request id, view and idx (each request's chunks together, in
-order, and requests in time order), the other tables by time. Row groups hold `ROW_GROUP_ROWS`
-rows, so each covers a short stretch of time and a time filter reads only the row groups
-(min/max of the time column) that overlap it. The sort runs in DuckDB under `LAYOUT_MEMORY`,
-spilling to the source's staging folder beyond it, so its memory does not grow with the file.
+order, and requests in time order), the other tables by time. A request's chunks stay in one
+file, the `day=` of its first chunk, and `tokens.gap_ns` left null by a reader (OTLP) is
+filled here from that order (`_write_tokens`), so no ingest runs a window over every chunk.
+Row groups hold `ROW_GROUP_ROWS` rows, so each covers a short stretch of time and a time filter
+reads only the row groups (min/max of the time column) that overlap it. The sort runs in
+DuckDB under `LAYOUT_MEMORY`, spilling to the source's staging folder beyond it, so its memory
+does not grow with the file.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ import urllib.parse
 from pathlib import Path
 
 import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from traceq.schema import TABLES, empty
 from traceq.sql import load
@@ -45,11 +51,12 @@ PARTITION_TIME = {
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 ROW_GROUP_ROWS = {"tokens": 1 << 20}
-"""Rows per Parquet row group (default `DEFAULT_ROW_GROUP_ROWS`). A `tokens` row is ~4-6
-bytes compressed, so 1 Mi rows is ~5 MB a group: one ranged read per column is worth its
-request on object storage, and a group covers ~10 min of one replica at the `large`
-scenario's 1,700 chunks/s (docs/SCALE.md). Other tables have far fewer, wider rows: 128 Ki
-rows of `requests` is ~1 hour of one replica at 30 req/s."""
+"""Rows per Parquet row group (default `DEFAULT_ROW_GROUP_ROWS`; DuckDB rounds up to a multiple
+of 2,048). A sorted `tokens` row is ~2.3 bytes compressed (measured, docs/PERFORMANCE.md), so
+1 Mi rows is ~2.5 MB a group: about 10 min of one replica at the `large` scenario's 1,700
+chunks/s, fine enough that a time filter skips most groups, and few enough groups that their
+statistics stay a small footer. Other tables have fewer, wider rows: 128 Ki `requests` rows
+are ~1 hour of one replica at 30 req/s (~5.5 MB)."""
 DEFAULT_ROW_GROUP_ROWS = 1 << 17
 
 LAYOUT_MEMORY = "512MB"
@@ -130,7 +137,50 @@ def _write_days(
         path.parent.mkdir(parents=True, exist_ok=True)
         day_col = duckdb.ColumnExpression("_day")
         match = day_col.isnull() if day is None else day_col == duckdb.ConstantExpression(day)
-        rel_rows = laid if len(days) == 1 else laid.filter(match)
-        rel_rows.select(*columns).write_parquet(str(path), compression="zstd", row_group_size=rows)
+        rel_rows = (laid if len(days) == 1 else laid.filter(match)).select(*columns)
+        if table == "tokens":
+            _write_tokens(rel_rows, path, rows)
+        else:
+            rel_rows.write_parquet(str(path), compression="zstd", row_group_size=rows)
         files[rel] = path
     return files
+
+
+def _write_tokens(rows: duckdb.DuckDBPyRelation, path: Path, group_rows: int) -> None:
+    """Stream sorted tokens to `path`, filling `gap_ns` where the reader left it null: the
+    time since the previous chunk of the same request row, which in this order is the row
+    before (the window a reader would otherwise run over every chunk, without its memory)."""
+    writer: pq.ParquetWriter | None = None
+    held: list[pa.Table] = []
+    last: pl.DataFrame | None = None
+    try:
+        for batch in rows.to_arrow_reader(1 << 17):
+            frame = _fill_gaps(pl.from_arrow(batch), last)  # type: ignore[arg-type]
+            last = frame.tail(1)
+            held.append(frame.to_arrow())
+            while sum(t.num_rows for t in held) >= group_rows:
+                whole = pa.concat_tables(held)
+                writer = writer or pq.ParquetWriter(path, whole.schema, compression="zstd")
+                writer.write_table(whole.slice(0, group_rows), row_group_size=group_rows)
+                held = [whole.slice(group_rows)]
+        if held and (writer is None or sum(t.num_rows for t in held)):
+            whole = pa.concat_tables(held)
+            writer = writer or pq.ParquetWriter(path, whole.schema, compression="zstd")
+            writer.write_table(whole, row_group_size=group_rows)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _fill_gaps(frame: pl.DataFrame, last: pl.DataFrame | None) -> pl.DataFrame:
+    both = frame if last is None else pl.concat([last, frame])
+    same = pl.col("request_id").eq_missing(pl.col("request_id").shift(1)) & pl.col(
+        "view"
+    ).eq_missing(pl.col("view").shift(1))
+    gap = (
+        pl.when(pl.col("gap_ns").is_null() & same & (pl.col("idx") > 0))
+        .then(pl.col("ts") - pl.col("ts").shift(1))
+        .otherwise(pl.col("gap_ns"))
+    )
+    both = both.with_columns(gap_ns=gap)
+    return both if last is None else both.slice(1)

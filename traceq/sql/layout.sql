@@ -13,12 +13,13 @@ ORDER BY t_arrival NULLS LAST, request_id, view;
 
 -- tokens: each request's chunks together and in order (the views join on request_id and
 -- read a request's chunks by idx), requests ordered by their first chunk, so that a row
--- group spans a short stretch of time (its min/max ts prune a time filter).
+-- group spans a short stretch of time (its min/max ts prune a time filter). A request's
+-- chunks stay together in the day of its first chunk (gap_ns is filled from this order).
 CREATE OR REPLACE TEMP VIEW _laid_tokens AS
 WITH starts AS (
     SELECT request_id, view, min(ts) AS _t0 FROM _staged_tokens GROUP BY ALL
 )
-SELECT t.*, _utc_day(t.ts) AS _day
+SELECT t.*, _utc_day(s._t0) AS _day
 FROM _staged_tokens AS t
 LEFT JOIN starts AS s
     ON s.request_id IS NOT DISTINCT FROM t.request_id AND s.view IS NOT DISTINCT FROM t.view
@@ -43,7 +44,7 @@ ORDER BY ts NULLS LAST, host, gpu;
 CREATE OR REPLACE TEMP VIEW _days_requests AS
 SELECT DISTINCT _utc_day(t_arrival) FROM _staged_requests ORDER BY 1;
 CREATE OR REPLACE TEMP VIEW _days_tokens AS
-SELECT DISTINCT _utc_day(ts) FROM _staged_tokens ORDER BY 1;
+SELECT DISTINCT _utc_day(min(ts)) FROM _staged_tokens GROUP BY request_id, view ORDER BY 1;
 CREATE OR REPLACE TEMP VIEW _days_spans AS
 SELECT DISTINCT _utc_day(t_start) FROM _staged_spans ORDER BY 1;
 CREATE OR REPLACE TEMP VIEW _days_engine_stats AS

@@ -242,8 +242,9 @@ LEFT JOIN _children AS c USING (_span)
 LEFT JOIN _request_events AS ev USING (_span)
 );
 
--- gap_ns (TBT): the time since the previous chunk of the same request, computed once here
--- so that token_gaps is a projection (traceq/sql/views.sql).
+-- gap_ns (TBT, the time since the previous chunk of the same request) is left null: the
+-- dataset fills it while it writes the tokens sorted by request and idx (traceq/layout.py),
+-- so no window over every chunk runs here; token_gaps is a projection (views.sql).
 CREATE OR REPLACE TEMP VIEW otel_tokens AS
 WITH chunks AS (
     SELECT
@@ -267,10 +268,7 @@ WITH chunks AS (
     JOIN _kept AS k USING (_span)
     WHERE k.tok_chunks IS NULL
 )
-SELECT
-    *,
-    ts - lag(ts) OVER (PARTITION BY request_id, view ORDER BY idx) AS gap_ns
-FROM chunks;
+SELECT *, NULL::BIGINT AS gap_ns FROM chunks;
 
 CREATE OR REPLACE TEMP VIEW otel_spans AS
 SELECT

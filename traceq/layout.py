@@ -59,6 +59,9 @@ statistics stay a small footer. Other tables have fewer, wider rows: 128 Ki `req
 are ~1 hour of one replica at 30 req/s (~5.5 MB)."""
 DEFAULT_ROW_GROUP_ROWS = 1 << 17
 
+TOKEN_BATCH_ROWS = 1 << 17
+"""Rows of sorted tokens held at a time while `gap_ns` is filled (plus one row group)."""
+
 LAYOUT_MEMORY = "512MB"
 """DuckDB memory limit of the sort that lays out one source (spills to disk beyond it)."""
 
@@ -154,7 +157,7 @@ def _write_tokens(rows: duckdb.DuckDBPyRelation, path: Path, group_rows: int) ->
     held: list[pa.Table] = []
     last: pl.DataFrame | None = None
     try:
-        for batch in rows.to_arrow_reader(1 << 17):
+        for batch in rows.to_arrow_reader(TOKEN_BATCH_ROWS):
             frame = _fill_gaps(pl.from_arrow(batch), last)  # type: ignore[arg-type]
             last = frame.tail(1)
             held.append(frame.to_arrow())

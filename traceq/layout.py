@@ -50,20 +50,23 @@ PARTITION_TIME = {
 
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
-ROW_GROUP_ROWS = {"tokens": 1 << 20}
+ROW_GROUP_ROWS = {"tokens": 1 << 19}
 """Rows per Parquet row group (default `DEFAULT_ROW_GROUP_ROWS`; DuckDB rounds up to a multiple
-of 2,048). A sorted `tokens` row is ~2.3 bytes compressed (measured, docs/PERFORMANCE.md), so
-1 Mi rows is ~2.5 MB a group: about 10 min of one replica at the `large` scenario's 1,700
-chunks/s, fine enough that a time filter skips most groups, and few enough groups that their
-statistics stay a small footer. Other tables have fewer, wider rows: 128 Ki `requests` rows
-are ~1 hour of one replica at 30 req/s (~5.5 MB)."""
+of 2,048). A sorted `tokens` row is ~2 bytes compressed (measured, docs/PERFORMANCE.md), so
+512 Ki rows is ~1 MB a group: about 5 min of one replica at the `large` scenario's 1,700
+chunks/s, fine enough that a time filter skips most groups. The groups are built in memory
+while `gap_ns` is filled (~90 MB at ~170 bytes a row uncompressed), which is what bounds them
+from above. Other tables have fewer, wider rows: 128 Ki `requests` rows are ~1 hour of one
+replica at 30 req/s (~5.5 MB)."""
 DEFAULT_ROW_GROUP_ROWS = 1 << 17
 
-TOKEN_BATCH_ROWS = 1 << 17
+TOKEN_BATCH_ROWS = 1 << 16
 """Rows of sorted tokens held at a time while `gap_ns` is filled (plus one row group)."""
 
-LAYOUT_MEMORY = "512MB"
-"""DuckDB memory limit of the sort that lays out one source (spills to disk beyond it)."""
+LAYOUT_MEMORY = "256MB"
+"""DuckDB memory limit of the sort that lays out one source (spills to disk beyond it). DuckDB
+holds up to about twice its limit while sorting (measured: 20 M rows under 256 MB peak at
+517 MiB, under 512 MB at 738 MiB), on top of the ingest's ~300 MiB of Python."""
 
 _DAY = r"day=(?:\d{4}-\d{2}-\d{2}|" + NULL_PARTITION + ")"
 _INSTANCE = r"instance=[A-Za-z0-9_.%-]{1,200}"

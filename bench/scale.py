@@ -132,8 +132,11 @@ def footprint(dataset: Path) -> dict[str, int]:
     return sizes
 
 
+STEPS = ("scan", "kpi", "phases", "diagnose", "report", "pruned")
+
+
 def measure(
-    dataset: Path, raw: Path | None, out: Path
+    dataset: Path, raw: Path | None, out: Path, steps: tuple[str, ...] = STEPS
 ) -> tuple[dict[str, Child], dict[str, int], dict[str, int]]:
     runs: dict[str, Child] = {}
     if raw is not None:
@@ -142,13 +145,18 @@ def measure(
             ["-c", INGEST, str(raw / "traces.otlp.jsonl"), str(raw / "dcgm.prom"), str(dataset)]
         )
     ds = str(dataset)
-    runs["scan"] = run_python(["-c", SCAN, ds])
-    runs["kpi"] = run_python(["-c", QUERY, ds, "SELECT * FROM kpi_latency"])
-    runs["phases"] = run_python(["-c", QUERY, ds, "SELECT count(*) FROM request_phases"])
-    runs["diagnose"] = run_python(["-c", DIAGNOSE, ds])
-    runs["report"] = run_python(["-c", REPORT, ds, str(out / "report.html")])
-    runs["pruned"] = run_python(["-c", PRUNED, ds])
-    return runs, json.loads(runs["pruned"].last_line), footprint(dataset)
+    args = {
+        "scan": [SCAN, ds],
+        "kpi": [QUERY, ds, "SELECT * FROM kpi_latency"],
+        "phases": [QUERY, ds, "SELECT count(*) FROM request_phases"],
+        "diagnose": [DIAGNOSE, ds],
+        "report": [REPORT, ds, str(out / "report.html")],
+        "pruned": [PRUNED, ds],
+    }
+    for step in ("scan", *[s for s in steps if s != "scan"]):
+        runs[step] = run_python(["-c", *args[step]])
+    pruned = json.loads(runs["pruned"].last_line) if "pruned" in runs else {}
+    return runs, pruned, footprint(dataset)
 
 
 def main() -> None:
@@ -157,6 +165,7 @@ def main() -> None:
     ap.add_argument("--dataset", nargs="*", default=[], help="N=DIR, already ingested")
     ap.add_argument("--out", type=Path, default=Path("/tmp/traceq-scale"))
     ap.add_argument("--keep", action="store_true", help="keep the datasets and raw files")
+    ap.add_argument("--steps", nargs="*", default=list(STEPS), choices=STEPS)
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     args.out.mkdir(parents=True, exist_ok=True)
@@ -167,7 +176,7 @@ def main() -> None:
     print("| requests | step | process s | work s | work × scan | peak RSS MiB |")
     print("|---|---|---:|---:|---:|---:|")
     for n, dataset, raw in sorted(plan):
-        runs, p, b = measure(dataset, raw, args.out)
+        runs, p, b = measure(dataset, raw, args.out, tuple(args.steps))
         work = {step: json.loads(child.last_line)["s"] for step, child in runs.items()}
         for step, child in runs.items():
             print(
@@ -178,8 +187,8 @@ def main() -> None:
         print(
             f"<!-- {n:,}: {json.dumps(b)}; bytes/request {b['requests'] / b['requests_rows']:.1f}, "
             f"bytes/chunk {b['tokens'] / max(b['tokens_rows'], 1):.2f}; one-minute filter read "
-            f"{p['total_row_groups_scanned']} of {p['total_row_groups_to_scan']} row groups, "
-            f"{p['total_rows_scanned']:,} rows -->",
+            f"{p.get('total_row_groups_scanned')} of {p.get('total_row_groups_to_scan')} row "
+            f"groups, {p.get('total_rows_scanned')} rows -->",
             flush=True,
         )
         if raw is not None and not args.keep:

@@ -83,10 +83,10 @@ def test_alone_the_log_warns_then_replace_corrects_it(tmp_path: Path) -> None:
     manifest = Dataset(ds).sources()
     assert sum(s["path"].endswith("vllm.log") for s in manifest) == 1
     assert scalar(ds, "SELECT count(*) FROM engine_stats") == fixed.rows["engine_stats"]
-    listed = {f for s in manifest for f in s["files"].values()}
+    listed = {f for s in manifest for rels in s["files"].values() for f in rels}
     pick = Dataset(ds).manifest().get("request_pick")  # which row stands for each request
     listed |= {pick["file"]} if pick else set()
-    on_disk = {str(p.relative_to(ds)) for p in ds.glob("*/*.parquet")}
+    on_disk = {str(p.relative_to(ds)) for p in ds.rglob("*.parquet") if ".staging" not in p.parts}
     assert on_disk == listed
 
 

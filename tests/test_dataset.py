@@ -4,6 +4,7 @@ manifest records what each source was; and the Jaeger JSON export shape."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -66,8 +67,13 @@ def test_manifest_records_each_source(tmp_path):
     assert entry["quarantined"] == 0
     assert entry["time_range"]["start_ns"] == T0
     assert entry["time_range"]["end_ns"] == T0 + 2 * MS + 3 * MS
-    for rel in entry["files"].values():
-        assert (tmp_path / "ds" / rel).is_file()
+    day = "day=" + time.strftime("%Y-%m-%d", time.gmtime(T0 // 10**9))
+    sid = entry["source_id"]
+    assert entry["files"] == {
+        table: [f"{table}/{day}/{sid}.parquet"] for table in ("requests", "tokens", "spans")
+    }
+    for rels in entry["files"].values():
+        assert all((tmp_path / "ds" / rel).is_file() for rel in rels)
 
 
 def test_interrupted_ingest_leaves_nothing_visible(tmp_path, monkeypatch):

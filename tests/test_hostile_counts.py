@@ -52,7 +52,8 @@ def test_grown_collector_file_replaces_its_earlier_version(tmp_path: Path) -> No
     assert _kpis(tmp_path / "ds") == _kpis(tmp_path / "fresh")
     [entry] = Dataset(tmp_path / "ds").sources()
     assert entry["supersedes"] == [first_id]
-    assert sorted(p.stem for p in (tmp_path / "ds" / "requests").iterdir()) == [entry["source_id"]]
+    on_disk = (tmp_path / "ds" / "requests").rglob("*.parquet")
+    assert sorted(p.stem for p in on_disk) == [entry["source_id"]]
 
 
 def test_grown_server_log_replaces_its_earlier_version(tmp_path: Path) -> None:

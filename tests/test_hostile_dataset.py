@@ -63,9 +63,19 @@ def _tamper(ds: Path, change) -> None:
     (ds / "manifest.json").write_text(json.dumps(manifest))
 
 
-@pytest.mark.parametrize("outside", ["/etc/hostname", "../victim/x.parquet", "requests/../../v"])
+@pytest.mark.parametrize(
+    "outside",
+    [
+        "/etc/hostname",
+        "../victim/x.parquet",
+        "requests/../../v",
+        ["requests/day=2025-06-15/../../../victim/x.parquet"],
+        ["requests/day=../../victim/x.parquet"],
+        ["requests/day=2025-06-15/instance=../../../victim/x.parquet"],
+    ],
+)
 def test_manifest_path_outside_the_dataset_is_never_read_or_deleted(
-    tmp_path: Path, outside: str
+    tmp_path: Path, outside: str | list[str]
 ) -> None:
     ds = tmp_path / "ds"
     traceq.ingest([_source(tmp_path)], ds)
@@ -137,7 +147,7 @@ def test_listed_file_that_links_outside_is_not_read(tmp_path: Path) -> None:
     ds = tmp_path / "ds"
     traceq.ingest([_source(tmp_path)], ds)
     [entry] = json.loads((ds / "manifest.json").read_text())["sources"]
-    listed = ds / entry["files"]["requests"]
+    listed = ds / entry["files"]["requests"][0]
     outside = tmp_path / "outside.parquet"
     listed.rename(outside)
     listed.symlink_to(outside)

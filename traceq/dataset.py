@@ -1,10 +1,17 @@
-"""A dataset on disk: one Parquet file per (table, source) plus `manifest.json`.
+"""A dataset on disk: Parquet files per (table, source, partition) plus `manifest.json`.
 
-Layout::
+Layout (traceq/layout.py has the partition and sort rules)::
 
     DATASET/manifest.json
-    DATASET/<table>/<source_id>.parquet
+    DATASET/<table>/day=<YYYY-MM-DD>/[instance=<name>/]<source_id>.parquet
+    DATASET/<table>/<source_id>.parquet      tables without time; every table in old datasets
+    DATASET/request_pick/<key>.parquet       which row stands for each request (pick.py)
     DATASET/.staging/            scratch space of ingests in progress
+
+The manifest lists each source's files per table (`files`: table → list of paths relative to
+the dataset, so the folder reads the same from a local disk or object storage). Datasets
+written before the partitioned layout list one flat path per table (a string); they are read
+as they are.
 
 Readers only see files the manifest lists, and the manifest is replaced atomically
 (write temp, fsync, rename) after a source's files are in place. An interrupted ingest
@@ -23,16 +30,13 @@ import fcntl
 import json
 import os
 import shutil
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-import pyarrow.parquet as pq
-
-from traceq import pick
-from traceq.schema import NS, SCHEMA_VERSION, TABLES, conform
+from traceq import layout, pick
+from traceq.schema import SCHEMA_VERSION, TABLES
+from traceq.writer import SourceWriter
 
 MANIFEST = "manifest.json"
 _OWN = (".lock", ".staging")  # what a dataset folder may hold before its first manifest
@@ -106,9 +110,9 @@ class Dataset:
                 raise DatasetError(msg)
 
     def _listed(self, rel: Any) -> str:
-        """`rel` (a path from the manifest) if it has the shape `<table>/<name>.parquet`."""
-        table, _, name = rel.partition("/") if isinstance(rel, str) else ("", "", "")
-        if table not in TABLES or not name.endswith(".parquet") or "/" in name or name[0] == ".":
+        """`rel` (a path from the manifest) if it has the shape of a dataset file:
+        `<table>/[day=<date>/[instance=<name>/]]<name>.parquet` (traceq/layout.py)."""
+        if layout.table_of(rel) is None:
             msg = (
                 f"{self.root / MANIFEST} lists {rel!r}, which is not inside the dataset; "
                 "refusing to read or delete it (restore the manifest or re-ingest)"
@@ -155,8 +159,20 @@ class Dataset:
             )
             raise DatasetError(msg)
         for s in sources:
-            for rel in s.get("files", {}).values():
-                self._listed(rel)
+            files = s.get("files", {})
+            for table, rels in files.items():
+                # a dataset written before the partitioned layout lists one flat path
+                files[table] = [rels] if isinstance(rels, str) else rels
+                if not isinstance(files[table], list) or not files[table]:
+                    msg = (
+                        f"{path} is damaged: the files of {table!r} are not a list of paths; "
+                        "restore it from a backup or re-ingest into a new folder"
+                    )
+                    raise DatasetError(msg)
+                for rel in files[table]:
+                    if layout.table_of(self._listed(rel)) != table:
+                        msg = f"{path} lists {rel!r} under table {table!r}; re-ingest"
+                        raise DatasetError(msg)
         return manifest
 
     def sources(self) -> list[dict[str, Any]]:
@@ -185,10 +201,9 @@ class Dataset:
         return found
 
     def table_files(self, table: str) -> list[Path]:
-        """Parquet files of `table`, in ingest order, as listed by the manifest."""
-        return [
-            self.path_of(s["files"][table]) for s in self.sources() if table in s.get("files", {})
-        ]
+        """Parquet files of `table`, in ingest order, as listed by the manifest (each checked
+        by `path_of`): what any engine reads for the table (traceq/db.py, traceq/spark.py)."""
+        return [self.path_of(rel) for rel in listed_files(self.manifest(), table)]
 
     # -- writing -------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -217,14 +232,16 @@ class Dataset:
     def sweep(self) -> None:
         """Remove staging dirs of dead ingests and Parquet files no manifest entry lists."""
         with self._locked():
-            listed = {
-                str(self.root / f) for s in self.sources() for f in s.get("files", {}).values()
-            }
+            manifest = self.manifest()
+            listed = {str(self.root / f) for t in TABLES for f in listed_files(manifest, t)}
             self._check_links()
             for table in TABLES:
-                for path in (self.root / table).glob("*.parquet"):
-                    if str(path) not in listed:
-                        path.unlink(missing_ok=True)  # a link is removed, never followed
+                # os.walk never descends into a linked folder; a linked file is unlinked
+                for folder, _, names in os.walk(self.root / table):
+                    for name in names:
+                        path = Path(folder) / name
+                        if name.endswith(".parquet") and str(path) not in listed:
+                            path.unlink(missing_ok=True)
             staging = self.root / ".staging"
             for scratch in staging.glob("*") if staging.is_dir() else []:
                 pid = scratch.name.rsplit("-", 1)[-1]
@@ -239,10 +256,14 @@ class Dataset:
         return SourceWriter(self, source_id)
 
     def commit(
-        self, entry: dict[str, Any], staged: dict[str, Path], replaces: Sequence[str] = ()
+        self,
+        entry: dict[str, Any],
+        staged: dict[str, dict[str, Path]],
+        replaces: Sequence[str] = (),
     ) -> bool:
-        """Move a source's staged files into place and list them; False if already there.
+        """Move a source's laid-out files into place and list them; False if already there.
 
+        `staged`: table → {path in the dataset: staged file} (traceq/layout.py).
         `replaces`: source ids whose entries and files this commit drops (`ingest --replace`
         re-reading a file with other options): readers see the old rows or the new, never
         both, since the new files get names of their own and the old go after the manifest.
@@ -266,27 +287,48 @@ class Dataset:
             dropped = set(replaces) | set(entry.get("supersedes", ()))
             old = [s for s in manifest["sources"] if s in same or s["source_id"] in dropped]
             manifest["sources"] = [s for s in manifest["sources"] if s not in old]
-            taken = {rel for s in old for rel in s.get("files", {}).values()}
-            files = {}
-            for table, path in staged.items():
-                (self.root / table).mkdir(exist_ok=True)
-                rel = self._free_name(table, entry["source_id"], taken)
-                os.replace(path, self.root / rel)
-                files[table] = rel
+            taken = {rel for s in old for rels in s.get("files", {}).values() for rel in rels}
+            files: dict[str, list[str]] = {}
+            for table, laid in staged.items():
+                for want, path in laid.items():
+                    rel = _free_name(want, taken)
+                    self._folder_for(rel)
+                    os.replace(path, self.root / rel)
+                    files.setdefault(table, []).append(rel)
             manifest["sources"].append({**entry, "files": files})
             self._write_manifest(manifest)
             # unlisted now: removed only after the manifest no longer lists them
-            for rel in taken - set(files.values()):
+            for rel in taken - {rel for rels in files.values() for rel in rels}:
                 self.path_of(rel).unlink(missing_ok=True)
         return True
 
-    def _free_name(self, table: str, source_id: str, taken: set[str]) -> str:
-        """`table/<source_id>.parquet`, or `….<n>.parquet` while a listed file has the name."""
-        rel, n = f"{table}/{source_id}.parquet", 0
-        while rel in taken:
-            n += 1
-            rel = f"{table}/{source_id}.{n}.parquet"
-        return rel
+    def _folder_for(self, rel: str) -> None:
+        """Make the partition folders of `rel`; a link among them is refused, never used."""
+        folder = self.root
+        for part in rel.split("/")[:-1]:
+            folder = folder / part
+            if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+                msg = (
+                    f"{folder} is a symbolic link or a file; traceq never follows links "
+                    "inside a dataset (replace it with the real folder)"
+                )
+                raise DatasetError(msg)
+            folder.mkdir(exist_ok=True)
+
+
+def _free_name(rel: str, taken: set[str]) -> str:
+    """`rel` (`…/<source_id>.parquet`), or `….<n>.parquet` while a listed file has the name."""
+    stem, n, free = rel.removesuffix(".parquet"), 0, rel
+    while free in taken:
+        n += 1
+        free = f"{stem}.{n}.parquet"
+    return free
+
+
+def listed_files(manifest: dict[str, Any], table: str) -> list[str]:
+    """Paths (relative to the dataset, checked by `Dataset.manifest`) of `table`'s files, in
+    ingest order: join them to the dataset's root, a folder or an object-store prefix."""
+    return [rel for s in manifest["sources"] for rel in s.get("files", {}).get(table, [])]
 
 
 def write_error(root: Path, exc: OSError) -> DatasetError | None:
@@ -304,108 +346,3 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-class SourceWriter:
-    """Streams one source's batches into staged Parquet files, then commits them at once."""
-
-    def __init__(self, dataset: Dataset, source_id: str) -> None:
-        self.dataset = dataset
-        self.source_id = source_id
-        self.scratch = dataset.root / ".staging" / f"{source_id}-{os.getpid()}"
-        self.scratch.mkdir(parents=True, exist_ok=True)
-        self._writers: dict[str, pq.ParquetWriter] = {}
-        self._paths: dict[str, Path] = {}
-        self.rows: dict[str, int] = {}
-        self.t_min: int | None = None
-        self.t_max: int | None = None
-        self.labels: dict[str, str] = {}
-        """Column → value set on every row of the tables that have the column (`--instance`)."""
-
-    def write(self, table: str, frame: pl.DataFrame) -> None:
-        """Append a batch to schema table `table`; the frame is conformed to the schema first.
-
-        A name the schema does not know is an error (a typo must not lose rows silently);
-        an ingester's own second-pass tables go through `write_scratch`.
-        """
-        if table not in TABLES:
-            msg = f"no table {table!r} in the schema (scratch tables: write_scratch)"
-            raise ValueError(msg)
-        if frame.height == 0:
-            return
-        names = {c.name for c in TABLES[table]}
-        fixed = {k: pl.lit(v) for k, v in self.labels.items() if k in names}
-        frame = conform(table, frame.with_columns(source_id=pl.lit(self.source_id), **fixed))
-        if table != "quarantine":
-            self._track_time(table, frame)
-        self._append(table, frame)
-
-    def write_scratch(self, name: str, frame: pl.DataFrame) -> None:
-        """Append a batch to scratch table `name`: written as it is, never committed, read
-        back by the ingester's second pass (`scratch_path`)."""
-        if name in TABLES:
-            msg = f"{name!r} is a schema table, not a scratch name"
-            raise ValueError(msg)
-        if frame.height:
-            self._append(name, frame)
-
-    def _append(self, table: str, frame: pl.DataFrame) -> None:
-        arrow = frame.to_arrow()
-        if table not in self._writers:
-            self._paths[table] = self.scratch_path(table)
-            self._writers[table] = pq.ParquetWriter(
-                self._paths[table], arrow.schema, compression="zstd"
-            )
-        self._writers[table].write_table(arrow, row_group_size=1 << 20)
-        self.rows[table] = self.rows.get(table, 0) + frame.height
-
-    def _track_time(self, table: str, frame: pl.DataFrame) -> None:
-        cols = [c.name for c in TABLES[table] if c.unit == NS]
-        if not cols:
-            return
-        bounds = frame.select(
-            lo=pl.min_horizontal(pl.col(cols).min()), hi=pl.max_horizontal(pl.col(cols).max())
-        ).row(0)
-        if bounds[0] is not None:
-            self.t_min = bounds[0] if self.t_min is None else min(self.t_min, bounds[0])
-            self.t_max = bounds[1] if self.t_max is None else max(self.t_max, bounds[1])
-
-    def scratch_path(self, name: str) -> Path:
-        return self.scratch / f"{name}.parquet"
-
-    def close(self, name: str | None = None) -> dict[str, Path]:
-        """Close one writer (`name`) or all; returns the finished schema-table files."""
-        for key in [name] if name else list(self._writers):
-            if key in self._writers:
-                self._writers.pop(key).close()
-        return {t: p for t, p in self._paths.items() if t in TABLES and t not in self._writers}
-
-    def commit(self, entry: dict[str, Any], replaces: Sequence[str] = ()) -> bool:
-        """Commit the staged files with `entry` (see `Dataset.commit` for `replaces`)."""
-        staged = self.close()
-        entry = {
-            **entry,
-            "source_id": self.source_id,
-            "rows": {t: self.rows.get(t, 0) for t in TABLES if t != "quarantine"},
-            "quarantined": self.rows.get("quarantine", 0),
-            "time_range": _time_range(self.t_min, self.t_max),
-            "ingested_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        try:
-            return self.dataset.commit(entry, staged, replaces)
-        finally:
-            self.discard()
-
-    def discard(self) -> None:
-        self.close()
-        shutil.rmtree(self.scratch, ignore_errors=True)
-
-
-def _time_range(lo: int | None, hi: int | None) -> dict[str, Any] | None:
-    if lo is None or hi is None:
-        return None
-
-    def iso(ns: int) -> str:
-        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ns // 1_000_000_000)) + "Z"
-
-    return {"start_ns": lo, "end_ns": hi, "start": iso(lo), "end": iso(hi)}

@@ -24,7 +24,7 @@ import duckdb
 import polars as pl
 
 from traceq import pick
-from traceq.dataset import Dataset
+from traceq.dataset import Dataset, listed_files
 from traceq.schema import TABLES, empty, polars_schema
 from traceq.sql import load
 
@@ -72,11 +72,11 @@ def connect(
         con.execute("SET threads = ?", [threads])
     files: list[str] = []
     for table in TABLES:
-        paths = [str(ds.path_of(s["files"][table])) for s in _listed(manifest, table)]
+        paths = [str(ds.path_of(rel)) for rel in listed_files(manifest, table)]
         files += paths
         con.register(f"_empty_{table}", empty(table).to_arrow())
         if paths:
-            con.read_parquet(paths, union_by_name=True).create_view(table)
+            con.read_parquet(paths, union_by_name=True, hive_partitioning=False).create_view(table)
         else:
             con.table(f"_empty_{table}").create_view(table)
     con.register("_sources", sources_frame(manifest).to_arrow())
@@ -125,12 +125,15 @@ def _register_pick(
         for mode in ("all", "some"):
             name = f"_tokens_{role}_{mode}"
             paths = [
-                str(ds.path_of(s["files"]["tokens"]))
+                str(ds.path_of(rel))
                 for sid, s in listed.items()
                 if modes.get(sid, {}).get(role) == mode
+                for rel in s["files"]["tokens"]
             ]
             if paths:
-                con.read_parquet(paths, union_by_name=True).create_view(name)
+                con.read_parquet(paths, union_by_name=True, hive_partitioning=False).create_view(
+                    name
+                )
             else:
                 con.table("_empty_tokens").create_view(name)
     return files

@@ -96,8 +96,8 @@ def settle(root: Path, manifest: dict[str, Any], path_of: Callable[[str], Path])
         con.execute("SET temp_directory = ?", [str(scratch / "duckdb.tmp")])
         con.execute("SET memory_limit = ?", [PICK_MEMORY])
         by_id = {s["source_id"]: s for s in manifest["sources"]}
-        files = [str(path_of(by_id[sid]["files"]["requests"])) for sid in sources]
-        con.read_parquet(files, union_by_name=True).create_view("requests")
+        files = [str(path_of(rel)) for sid in sources for rel in by_id[sid]["files"]["requests"]]
+        con.read_parquet(files, union_by_name=True, hive_partitioning=False).create_view("requests")
         compute(con, sources)
         tmp = scratch / "pick.parquet"
         con.table("_pick_rows").write_parquet(str(tmp), compression="zstd", row_group_size=1 << 17)

@@ -1,8 +1,8 @@
 -- Second pass of the OpenTelemetry ingest, over one source's staged rows.
 -- Inputs (views the ingester creates over its scratch Parquet): stage_spans, stage_tokens,
 -- stage_events. Outputs: the otel_* views below, each written to the table of that name.
--- requests are written in arrival order; tokens in the order of their request spans in the
--- file, each request's chunks together and in time order.
+-- No output is sorted here: the dataset sorts each table as it lays it out (traceq/sql/
+-- layout.sql), out of core, so a sort here would only be paid twice.
 -- Stamp precedence for each request (docs/METRICS.md): token events / arrays, then phase
 -- child spans (vLLM, SGLang), then engine-core events, then gen_ai.latency.* attributes,
 -- then the span's own start / end.
@@ -289,11 +289,11 @@ FROM _kept AS s
 JOIN _req AS r USING (_span)
 LEFT JOIN _children AS c USING (_span)
 LEFT JOIN _request_events AS ev USING (_span)
-)
-ORDER BY t_arrival, request_id;
+);
 
--- gap_ns (TBT): the time since the previous chunk of the same request, computed once here
--- so that token_gaps is a projection (traceq/sql/views.sql).
+-- gap_ns (TBT, the time since the previous chunk of the same request) is left null: the
+-- dataset fills it while it writes the tokens sorted by request and idx (traceq/layout.py),
+-- so no window over every chunk runs here; token_gaps is a projection (views.sql).
 CREATE OR REPLACE TEMP VIEW otel_tokens AS
 WITH chunks AS (
     SELECT
@@ -317,11 +317,7 @@ WITH chunks AS (
     JOIN _kept AS k USING (_span)
     WHERE k.tok_chunks IS NULL
 )
-SELECT
-    *,
-    ts - lag(ts) OVER (PARTITION BY request_id, view ORDER BY idx) AS gap_ns
-FROM chunks
-ORDER BY request_id, idx;
+SELECT *, NULL::BIGINT AS gap_ns FROM chunks;
 
 CREATE OR REPLACE TEMP VIEW otel_spans AS
 SELECT

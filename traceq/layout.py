@@ -1,0 +1,192 @@
+"""Where a source's rows land in the dataset: hive partitions by day (and instance), each file
+sorted so that Parquet row-group statistics prune time-range filters.
+
+Layout (paths relative to the dataset, as `manifest.json` lists them)::
+
+    <table>/day=<YYYY-MM-DD>/[instance=<name>/]<source_id>.parquet   tables with a time column
+    <table>/<source_id>.parquet                                      tool_metrics, quarantine
+
+`day` is the UTC date of the table's time column (`PARTITION_TIME`); rows without one go to
+`day=__HIVE_DEFAULT_PARTITION__` (Hive's and Spark's name for a null partition value).
+`instance=` is there when the source was ingested with `--instance` (every row of it is that
+instance, tokens included); an instance name is percent-encoded to a safe folder name.
+Datasets written before this layout list flat `<table>/<source_id>.parquet` files for every
+table; they are read as they are (docs/INGEST.md, "Dataset layout").
+
+Within a file, rows are sorted by `traceq/sql/layout.sql`: requests by arrival, tokens by
+their request's first chunk then request id, view and idx (each request's chunks together, in
+order, and requests in time order), the other tables by time. A request's chunks stay in one
+file, the `day=` of its first chunk, and `tokens.gap_ns` left null by a reader (OTLP) is
+filled here from that order (`_write_tokens`), so no ingest runs a window over every chunk.
+Row groups hold `ROW_GROUP_ROWS` rows, so each covers a short stretch of time and a time filter
+reads only the row groups (min/max of the time column) that overlap it. The sort runs in
+DuckDB under `LAYOUT_MEMORY`, spilling to the source's staging folder beyond it, so its memory
+does not grow with the file.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from traceq.schema import TABLES, empty
+from traceq.sql import load
+
+PARTITION_TIME = {
+    "requests": "t_arrival",
+    "tokens": "ts",
+    "spans": "t_start",
+    "engine_stats": "ts",
+    "events": "ts",
+    "gpu_samples": "ts",
+}
+"""The column whose UTC date names a table's `day=` partition; tables not listed are flat."""
+
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+ROW_GROUP_ROWS = {"tokens": 1 << 19}
+"""Rows per Parquet row group (default `DEFAULT_ROW_GROUP_ROWS`; DuckDB rounds up to a multiple
+of 2,048). A sorted `tokens` row is ~2 bytes compressed (measured, docs/PERFORMANCE.md), so
+512 Ki rows is ~1 MB a group: about 5 min of one replica at the `large` scenario's 1,700
+chunks/s, fine enough that a time filter skips most groups. The groups are built in memory
+while `gap_ns` is filled (~90 MB at ~170 bytes a row uncompressed), which is what bounds them
+from above. Other tables have fewer, wider rows: 128 Ki `requests` rows are ~1 hour of one
+replica at 30 req/s (~5.5 MB)."""
+DEFAULT_ROW_GROUP_ROWS = 1 << 17
+
+TOKEN_BATCH_ROWS = 1 << 16
+"""Rows of sorted tokens held at a time while `gap_ns` is filled (plus one row group)."""
+
+LAYOUT_MEMORY = "512MB"
+"""DuckDB memory limit of the sort that lays out one source (spills to disk beyond it). DuckDB
+holds up to about 1.5x its limit while sorting (measured: 20 M rows under 512 MB peaked at
+711 MiB); 256 MB was too little for the Parquet writer of wide `spans` rows."""
+
+_DAY = r"day=(?:\d{4}-\d{2}-\d{2}|" + NULL_PARTITION + ")"
+_INSTANCE = r"instance=[A-Za-z0-9_.%-]{1,200}"
+_REL = re.compile(
+    r"^(?P<table>[a-z_]+)/(?:" + _DAY + r"/(?:" + _INSTANCE + r"/)?)?"
+    r"(?P<name>[A-Za-z0-9_-][A-Za-z0-9_.-]*\.parquet)$"
+)
+_SAFE = "-_."
+
+
+def table_of(rel: object) -> str | None:
+    """The table of `rel` if it has the shape of a dataset file path (either layout), else
+    None: nothing absolute, no `..`, no hidden name, only the partition folders above."""
+    if not isinstance(rel, str):
+        return None
+    match = _REL.match(rel)
+    if match is None or match["table"] not in TABLES:
+        return None
+    return match["table"]
+
+
+def instance_folder(instance: str | None) -> str | None:
+    """`instance=<name>` with the name percent-encoded, or None without an instance."""
+    if not instance:
+        return None
+    encoded = urllib.parse.quote(instance, safe=_SAFE)
+    if encoded.startswith("."):  # `.` and `..` stay names, never path steps
+        encoded = "%2E" + encoded[1:]
+    return f"instance={encoded[:200]}"
+
+
+def lay_out(
+    staged: dict[str, Path], scratch: Path, name: str, instance: str | None = None
+) -> dict[str, dict[str, Path]]:
+    """Rewrite a source's staged table files into partitioned, sorted files under `scratch`.
+
+    Returns table → {relative path in the dataset: file in scratch}; `name` is the file
+    name (the source id) without `.parquet`.
+    """
+    out = {t: {f"{t}/{name}.parquet": p} for t, p in staged.items() if t not in PARTITION_TIME}
+    if len(out) == len(staged):
+        return out  # nothing to sort (a quarantine-only source): no DuckDB needed
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute("SET memory_limit = ?", [LAYOUT_MEMORY])
+        con.execute("SET temp_directory = ?", [str(scratch / "layout.tmp")])
+        for table in PARTITION_TIME:
+            view = f"_staged_{table}"
+            if table in staged:
+                con.read_parquet(str(staged[table])).create_view(view)
+            else:
+                con.register(view, empty(table).to_arrow())
+        con.execute(load("layout"))
+        for table in staged.keys() & PARTITION_TIME.keys():
+            out[table] = _write_days(con, table, scratch / "laid" / table, name, instance)
+    finally:
+        con.close()
+    return out
+
+
+def _write_days(
+    con: duckdb.DuckDBPyConnection, table: str, folder: Path, name: str, instance: str | None
+) -> dict[str, Path]:
+    laid = con.table(f"_laid_{table}")
+    days = [row[0] for row in con.table(f"_days_{table}").fetchall()]
+    columns = [duckdb.ColumnExpression(c.name) for c in TABLES[table]]
+    rows = ROW_GROUP_ROWS.get(table, DEFAULT_ROW_GROUP_ROWS)
+    files: dict[str, Path] = {}
+    for day in days:
+        parts = [table, f"day={day or NULL_PARTITION}"]
+        parts += [f] if (f := instance_folder(instance)) else []
+        rel = "/".join([*parts, f"{name}.parquet"])
+        path = folder.joinpath(*parts[1:], f"{name}.parquet")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        day_col = duckdb.ColumnExpression("_day")
+        match = day_col.isnull() if day is None else day_col == duckdb.ConstantExpression(day)
+        rel_rows = (laid if len(days) == 1 else laid.filter(match)).select(*columns)
+        if table == "tokens":
+            _write_tokens(rel_rows, path, rows)
+        else:
+            rel_rows.write_parquet(str(path), compression="zstd", row_group_size=rows)
+        files[rel] = path
+    return files
+
+
+def _write_tokens(rows: duckdb.DuckDBPyRelation, path: Path, group_rows: int) -> None:
+    """Stream sorted tokens to `path`, filling `gap_ns` where the reader left it null: the
+    time since the previous chunk of the same request row, which in this order is the row
+    before (the window a reader would otherwise run over every chunk, without its memory)."""
+    writer: pq.ParquetWriter | None = None
+    held: list[pa.Table] = []
+    last: pl.DataFrame | None = None
+    try:
+        for batch in rows.to_arrow_reader(TOKEN_BATCH_ROWS):
+            frame = _fill_gaps(pl.from_arrow(batch), last)  # type: ignore[arg-type]
+            last = frame.tail(1)
+            held.append(frame.to_arrow())
+            while sum(t.num_rows for t in held) >= group_rows:
+                whole = pa.concat_tables(held)
+                writer = writer or pq.ParquetWriter(path, whole.schema, compression="zstd")
+                writer.write_table(whole.slice(0, group_rows), row_group_size=group_rows)
+                held = [whole.slice(group_rows)]
+        if held and (writer is None or sum(t.num_rows for t in held)):
+            whole = pa.concat_tables(held)
+            writer = writer or pq.ParquetWriter(path, whole.schema, compression="zstd")
+            writer.write_table(whole, row_group_size=group_rows)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def _fill_gaps(frame: pl.DataFrame, last: pl.DataFrame | None) -> pl.DataFrame:
+    both = frame if last is None else pl.concat([last, frame])
+    same = pl.col("request_id").eq_missing(pl.col("request_id").shift(1)) & pl.col(
+        "view"
+    ).eq_missing(pl.col("view").shift(1))
+    gap = (
+        pl.when(pl.col("gap_ns").is_null() & same & (pl.col("idx") > 0))
+        .then(pl.col("ts") - pl.col("ts").shift(1))
+        .otherwise(pl.col("gap_ns"))
+    )
+    both = both.with_columns(gap_ns=gap)
+    return both if last is None else both.slice(1)

@@ -1,0 +1,55 @@
+-- How one source's rows are laid out in the dataset (traceq/layout.py): each table's rows
+-- sorted for pruning, with `_day` (the UTC date of the table's time column) naming the
+-- `day=` partition. Inputs: _staged_<table>, one view per partitioned table (empty when the
+-- source has none). Outputs: _laid_<table> (sorted rows plus _day) and _days_<table>.
+
+CREATE OR REPLACE TEMP MACRO _utc_day(ns) AS strftime(make_timestamp(ns // 1000), '%Y-%m-%d');
+
+-- requests in arrival order (request_pick.sql and the views read them in that order too)
+CREATE OR REPLACE TEMP VIEW _laid_requests AS
+SELECT *, _utc_day(t_arrival) AS _day
+FROM _staged_requests
+ORDER BY t_arrival NULLS LAST, request_id, view;
+
+-- tokens: each request's chunks together and in order (the views join on request_id and
+-- read a request's chunks by idx), requests ordered by their first chunk, so that a row
+-- group spans a short stretch of time (its min/max ts prune a time filter). A request's
+-- chunks stay together in the day of its first chunk (gap_ns is filled from this order).
+CREATE OR REPLACE TEMP VIEW _laid_tokens AS
+WITH starts AS (
+    SELECT request_id, view, min(ts) AS _t0 FROM _staged_tokens GROUP BY ALL
+)
+SELECT t.*, _utc_day(s._t0) AS _day
+FROM _staged_tokens AS t
+LEFT JOIN starts AS s
+    ON s.request_id IS NOT DISTINCT FROM t.request_id AND s.view IS NOT DISTINCT FROM t.view
+ORDER BY s._t0 NULLS LAST, t.request_id, t.view, t.idx, t.ts;
+
+CREATE OR REPLACE TEMP VIEW _laid_spans AS
+SELECT *, _utc_day(t_start) AS _day FROM _staged_spans
+ORDER BY t_start NULLS LAST, trace_id, span_id;
+
+CREATE OR REPLACE TEMP VIEW _laid_engine_stats AS
+SELECT *, _utc_day(ts) AS _day FROM _staged_engine_stats
+ORDER BY ts NULLS LAST, instance, engine;
+
+CREATE OR REPLACE TEMP VIEW _laid_events AS
+SELECT *, _utc_day(ts) AS _day FROM _staged_events
+ORDER BY ts NULLS LAST, line;
+
+CREATE OR REPLACE TEMP VIEW _laid_gpu_samples AS
+SELECT *, _utc_day(ts) AS _day FROM _staged_gpu_samples
+ORDER BY ts NULLS LAST, host, gpu;
+
+CREATE OR REPLACE TEMP VIEW _days_requests AS
+SELECT DISTINCT _utc_day(t_arrival) FROM _staged_requests ORDER BY 1;
+CREATE OR REPLACE TEMP VIEW _days_tokens AS
+SELECT DISTINCT _utc_day(min(ts)) FROM _staged_tokens GROUP BY request_id, view ORDER BY 1;
+CREATE OR REPLACE TEMP VIEW _days_spans AS
+SELECT DISTINCT _utc_day(t_start) FROM _staged_spans ORDER BY 1;
+CREATE OR REPLACE TEMP VIEW _days_engine_stats AS
+SELECT DISTINCT _utc_day(ts) FROM _staged_engine_stats ORDER BY 1;
+CREATE OR REPLACE TEMP VIEW _days_events AS
+SELECT DISTINCT _utc_day(ts) FROM _staged_events ORDER BY 1;
+CREATE OR REPLACE TEMP VIEW _days_gpu_samples AS
+SELECT DISTINCT _utc_day(ts) FROM _staged_gpu_samples ORDER BY 1;

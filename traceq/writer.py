@@ -1,0 +1,127 @@
+"""Writing one source into a dataset: batches streamed to staged Parquet files, laid out
+(traceq/layout.py) and committed at once (`Dataset.commit`, traceq/dataset.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from traceq import layout
+from traceq.schema import NS, TABLES, conform
+
+if TYPE_CHECKING:
+    from traceq.dataset import Dataset
+
+
+class SourceWriter:
+    """Streams one source's batches into staged Parquet files, then commits them at once."""
+
+    def __init__(self, dataset: Dataset, source_id: str) -> None:
+        self.dataset = dataset
+        self.source_id = source_id
+        self.scratch = dataset.root / ".staging" / f"{source_id}-{os.getpid()}"
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        self._writers: dict[str, pq.ParquetWriter] = {}
+        self._paths: dict[str, Path] = {}
+        self.rows: dict[str, int] = {}
+        self.t_min: int | None = None
+        self.t_max: int | None = None
+        self.labels: dict[str, str] = {}
+        """Column → value set on every row of the tables that have the column (`--instance`)."""
+
+    def write(self, table: str, frame: pl.DataFrame) -> None:
+        """Append a batch to schema table `table`; the frame is conformed to the schema first.
+
+        A name the schema does not know is an error (a typo must not lose rows silently);
+        an ingester's own second-pass tables go through `write_scratch`.
+        """
+        if table not in TABLES:
+            msg = f"no table {table!r} in the schema (scratch tables: write_scratch)"
+            raise ValueError(msg)
+        if frame.height == 0:
+            return
+        names = {c.name for c in TABLES[table]}
+        fixed = {k: pl.lit(v) for k, v in self.labels.items() if k in names}
+        frame = conform(table, frame.with_columns(source_id=pl.lit(self.source_id), **fixed))
+        if table != "quarantine":
+            self._track_time(table, frame)
+        self._append(table, frame)
+
+    def write_scratch(self, name: str, frame: pl.DataFrame) -> None:
+        """Append a batch to scratch table `name`: written as it is, never committed, read
+        back by the ingester's second pass (`scratch_path`)."""
+        if name in TABLES:
+            msg = f"{name!r} is a schema table, not a scratch name"
+            raise ValueError(msg)
+        if frame.height:
+            self._append(name, frame)
+
+    def _append(self, table: str, frame: pl.DataFrame) -> None:
+        arrow = frame.to_arrow()
+        if table not in self._writers:
+            self._paths[table] = self.scratch_path(table)
+            self._writers[table] = pq.ParquetWriter(
+                self._paths[table], arrow.schema, compression="zstd"
+            )
+        self._writers[table].write_table(arrow, row_group_size=1 << 20)
+        self.rows[table] = self.rows.get(table, 0) + frame.height
+
+    def _track_time(self, table: str, frame: pl.DataFrame) -> None:
+        cols = [c.name for c in TABLES[table] if c.unit == NS]
+        if not cols:
+            return
+        bounds = frame.select(
+            lo=pl.min_horizontal(pl.col(cols).min()), hi=pl.max_horizontal(pl.col(cols).max())
+        ).row(0)
+        if bounds[0] is not None:
+            self.t_min = bounds[0] if self.t_min is None else min(self.t_min, bounds[0])
+            self.t_max = bounds[1] if self.t_max is None else max(self.t_max, bounds[1])
+
+    def scratch_path(self, name: str) -> Path:
+        return self.scratch / f"{name}.parquet"
+
+    def close(self, name: str | None = None) -> dict[str, Path]:
+        """Close one writer (`name`) or all; returns the finished schema-table files."""
+        for key in [name] if name else list(self._writers):
+            if key in self._writers:
+                self._writers.pop(key).close()
+        return {t: p for t, p in self._paths.items() if t in TABLES and t not in self._writers}
+
+    def commit(self, entry: dict[str, Any], replaces: Sequence[str] = ()) -> bool:
+        """Commit the staged files with `entry` (see `Dataset.commit` for `replaces`)."""
+        staged = layout.lay_out(
+            self.close(), self.scratch, self.source_id, self.labels.get("instance")
+        )
+        entry = {
+            **entry,
+            "source_id": self.source_id,
+            "rows": {t: self.rows.get(t, 0) for t in TABLES if t != "quarantine"},
+            "quarantined": self.rows.get("quarantine", 0),
+            "time_range": _time_range(self.t_min, self.t_max),
+            "ingested_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        try:
+            return self.dataset.commit(entry, staged, replaces)
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        self.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _time_range(lo: int | None, hi: int | None) -> dict[str, Any] | None:
+    if lo is None or hi is None:
+        return None
+
+    def iso(ns: int) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ns // 1_000_000_000)) + "Z"
+
+    return {"start_ns": lo, "end_ns": hi, "start": iso(lo), "end": iso(hi)}

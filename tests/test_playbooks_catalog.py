@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.playbook_helpers import failing, run, synth_dataset
+from tests.playbook_helpers import failing, ingest_folder, run, synth_dataset
 from traceq.playbooks import load_catalog
 from traceq.synth import generate
 

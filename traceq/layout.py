@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from traceq.schema import TABLES, empty
+from traceq.spill import spilling_duckdb
 from traceq.sql import load
 
 PARTITION_TIME = {
@@ -109,10 +110,7 @@ def lay_out(
     out = {t: {f"{t}/{name}.parquet": p} for t, p in staged.items() if t not in PARTITION_TIME}
     if len(out) == len(staged):
         return out  # nothing to sort (a quarantine-only source): no DuckDB needed
-    con = duckdb.connect(":memory:")
-    try:
-        con.execute("SET memory_limit = ?", [LAYOUT_MEMORY])
-        con.execute("SET temp_directory = ?", [str(scratch / "layout.tmp")])
+    with spilling_duckdb(scratch / "layout.tmp", LAYOUT_MEMORY) as con:
         for table in PARTITION_TIME:
             view = f"_staged_{table}"
             if table in staged:
@@ -122,8 +120,6 @@ def lay_out(
         con.execute(load("layout"))
         for table in staged.keys() & PARTITION_TIME.keys():
             out[table] = _write_days(con, table, scratch / "laid" / table, name, instance)
-    finally:
-        con.close()
     return out
 
 

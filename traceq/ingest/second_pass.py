@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from traceq.spill import spilling_duckdb
+
 if TYPE_CHECKING:
     from traceq.dataset import SourceWriter
 
@@ -28,11 +30,5 @@ def second_pass(
     writer: SourceWriter, memory_limit: str = SECOND_PASS_MEMORY
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A fresh in-memory DuckDB connection for `writer`'s second pass."""
-    con = duckdb.connect(":memory:")
-    try:
-        con.execute("SET memory_limit = ?", [memory_limit])
-        con.execute("SET temp_directory = ?", [str(writer.scratch / "duckdb.tmp")])
-        con.execute("SET preserve_insertion_order = false")
+    with spilling_duckdb(writer.scratch / "duckdb.tmp", memory_limit, keep_order=False) as con:
         yield con
-    finally:
-        con.close()

@@ -3,6 +3,13 @@ the catalogue with docs, the manifest read once."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import polars as pl
 import pytest
 
@@ -10,6 +17,7 @@ from tests.otel_factory import MS, T0, RequestSpec, make_spans, write_otlp_json
 from traceq.dataset import Dataset
 from traceq.ingest import ingest
 from traceq.session import QueryError, Session
+from traceq.tempdirs import private_temp_dir, sweep_stale
 
 
 @pytest.fixture(scope="module")
@@ -132,3 +140,65 @@ def test_temp_directory_is_removed_on_close(dataset):
     assert temp.is_dir()
     s.close()
     assert not temp.exists()
+
+
+def _spill_dirs(root):
+    return sorted(p.name for p in root.glob("traceq-duckdb-*"))
+
+
+def _wait_for(predicate, timeout_s=60.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_killed_sessions_spill_directory_is_swept_by_the_next(dataset, tmp_path):
+    """SIGKILL leaves a spill directory behind; the next session on the host removes it,
+    and leaves alone a live session's directory and one it cannot tell the owner of."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    live = private_temp_dir(tmp_path)
+    script = (
+        "import os, signal, sys; from traceq.session import Session; "
+        "s = Session(sys.argv[1]); print(s.temp_dir, flush=True); "
+        "os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(dataset)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == -signal.SIGKILL
+    dead = Path(done.stdout.strip())
+    assert dead.parent == tmp_path and dead.is_dir()
+    unknown = tmp_path / "traceq-duckdb-unowned"
+    unknown.mkdir()
+    assert sweep_stale(tmp_path) == [dead]
+    assert _spill_dirs(tmp_path) == sorted([live.name, unknown.name])
+    again = private_temp_dir(tmp_path)  # creating one sweeps too
+    assert _spill_dirs(tmp_path) == sorted([live.name, unknown.name, again.name])
+
+
+def test_sigterm_closes_the_session_and_removes_its_spill_directory(dataset, tmp_path):
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    slow = "SELECT sum(hash(i)) FROM range(1000000000000) t(i)"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "traceq", "sql", str(dataset), slow, "--time-limit", "0"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert _wait_for(lambda: _spill_dirs(tmp_path))
+        time.sleep(0.5)  # the query is running
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert "Traceback" not in err
+    assert _spill_dirs(tmp_path) == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -328,22 +329,51 @@ def synth_cmd(
 
 def main() -> None:
     """Entry point: clean one-line errors instead of tracebacks (TRACEQ_DEBUG=1 shows them)."""
+    # SIGTERM (`timeout`, a CI runner, systemd) stops the running query and unwinds, so
+    # sessions close and remove their spill directories (traceq/tempdirs.py sweeps the ones
+    # a SIGKILL leaves); the exit status is then 128 + the signal, as the shell's would be.
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        _main()
+    except SystemExit:
+        if _SIGNALLED:
+            sys.exit(128 + _SIGNALLED[0])
+        raise
+
+
+def _main() -> None:
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        exc.show()
+        if not _SIGNALLED:  # else the error is the interrupted query's
+            exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except BaseException as exc:  # a polars panic is a BaseException
+        if _SIGNALLED and _internal(exc):  # the interrupted query's error
+            sys.exit(2)
         if not _internal(exc) or os.environ.get("TRACEQ_DEBUG"):
             raise
         click.echo(f"traceq: internal error: {type(exc).__name__}: {exc}", err=True)
         sys.exit(2)
     sys.exit(0)
+
+
+_SIGNALLED: list[int] = []
+
+
+def _terminated(signum: int, frame: object) -> None:
+    if not _SIGNALLED:
+        click.echo("traceq: terminated", err=True)
+    _SIGNALLED.append(signum)
+    from traceq.session import interrupt_all  # a query under way stops at DuckDB's next check
+
+    interrupt_all()
+    sys.exit(128 + signum)
 
 
 def _internal(exc: BaseException) -> bool:

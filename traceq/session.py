@@ -16,9 +16,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +31,7 @@ import pyarrow as pa
 from traceq import db
 from traceq.dataset import Dataset, DatasetError
 from traceq.schema import TABLES
+from traceq.tempdirs import private_temp_dir
 
 DEFAULT_TIME_LIMIT_S = 120.0
 """Seconds one statement may run before it is interrupted: long enough for a full scan of a
@@ -97,7 +98,7 @@ class Session:
         self.time_limit_s = time_limit_s
         self.row_cap = row_cap
         self._own_temp = temp_dir is None
-        self.temp_dir = Path(temp_dir or tempfile.mkdtemp(prefix="traceq-duckdb-"))
+        self.temp_dir = Path(temp_dir) if temp_dir is not None else private_temp_dir()
         try:
             self.dataset = dataset if isinstance(dataset, Dataset) else Dataset(dataset)
             self.manifest = self.dataset.manifest()
@@ -111,7 +112,11 @@ class Session:
         except (DatasetError, duckdb.Error, OSError) as exc:
             self._drop_temp()
             raise QueryError(str(exc)) from exc
+        except BaseException:  # SIGTERM's SystemExit, Ctrl-C
+            self._drop_temp()
+            raise
         self._lock = threading.Lock()
+        _OPEN.add(self)
 
     # -- life cycle ------------------------------------------------------------------------
     def __enter__(self) -> Session:
@@ -121,6 +126,7 @@ class Session:
         self.close()
 
     def close(self) -> None:
+        _OPEN.discard(self)
         with contextlib.suppress(duckdb.Error):
             self.con.close()
         self._drop_temp()
@@ -225,6 +231,18 @@ class Session:
     def sources(self) -> pl.DataFrame:
         """The manifest's sources, one row each (the `sources` view)."""
         return self.query("SELECT * FROM sources")
+
+
+_OPEN: weakref.WeakSet[Session] = weakref.WeakSet()
+"""The sessions not yet closed, for `interrupt_all`."""
+
+
+def interrupt_all() -> None:
+    """Interrupt the statement every open session is running (the CLI's SIGTERM handler,
+    traceq/cli.py): DuckDB stops at its next check and the session raises `QueryError`."""
+    for session in list(_OPEN):
+        with contextlib.suppress(duckdb.Error):
+            session.con.interrupt()
 
 
 @contextlib.contextmanager

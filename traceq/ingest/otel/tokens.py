@@ -188,24 +188,31 @@ _NUMBERS = r"^[-+0-9eE.,]*$"
 def _split_shapes(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Rows of `frame` whose `text` is one of `_SHAPES` holding only numbers, with `values`
     split out; and the other rows, untouched."""
-    text = pl.col("text")
+    text, body = pl.col("text"), pl.col("body")
     shape = pl.lit(None, pl.Int8)
     for i, (prefix, _, suffix) in reversed(list(enumerate(_SHAPES))):
         of_shape = text.str.starts_with(prefix) & text.str.ends_with(suffix)
         shape = pl.when(of_shape).then(pl.lit(i, pl.Int8)).otherwise(shape)
     frame = frame.with_columns(_shape=shape)
-    parts = [frame.filter(pl.col("_shape").is_null())]
+    rest, split = [frame.filter(pl.col("_shape").is_null())], []
     for i, (prefix, sep, suffix) in enumerate(_SHAPES):
         part = frame.filter(pl.col("_shape") == i)
-        if part.height:
-            body = text.str.strip_prefix(prefix).str.strip_suffix(suffix)
-            body = body.str.replace_all(sep, ",", literal=True)
-            parts.append(part.with_columns(body=body))
-    shaped = pl.concat(parts[1:]) if len(parts) > 1 else frame.clear().with_columns(body=text)
-    ok = shaped.get_column("body").str.contains(_NUMBERS) & (shaped.get_column("body") != "")
-    split = shaped.filter(ok).with_columns(values=pl.col("body").str.split(",")).drop("body")
-    rest = pl.concat([parts[0], shaped.filter(~ok).drop("body")])
-    return split.drop("_shape"), rest.drop("_shape")
+        if not part.height:
+            continue
+        unwrapped = text.str.strip_prefix(prefix).str.strip_suffix(suffix)
+        part = part.with_columns(body=unwrapped.str.replace_all(sep, ",", literal=True))
+        if i == 0:  # in polars' text of doubles anything but a number brings a `{` (another
+            # AnyValue kind) or a `"` (a quoted double: "NaN", "0.5"): two memchr scans
+            numbers = ~(body.str.contains('"', literal=True) | body.str.contains("{", literal=True))
+        else:
+            numbers = body.str.contains(_NUMBERS)
+        part = part.with_columns(ok=numbers & (body != ""))
+        split.append(part.filter("ok").with_columns(values=body.str.split(",")))
+        rest.append(part.filter(~pl.col("ok")))
+    columns = pl.exclude("_shape", "body", "ok")
+    empty = frame.clear().with_columns(values=pl.lit([], pl.List(pl.String)))
+    done = pl.concat(split).select(columns) if split else empty.select(columns)
+    return done, pl.concat([r.select(columns) for r in rest])
 
 
 def _unwrap(text: pl.Expr) -> pl.Expr:

@@ -21,10 +21,11 @@ and the per-token arrays, each with the same information as one reference:
 sized so the otel-array+steps file is at least --mb megabytes; `--proto` also writes each file
 as a Collector protobuf stream (length-prefixed ExportTraceServiceRequest messages, built field
 by field with the opentelemetry-proto classes, arrays as wire bytes by numpy: byte-identical
-to protobuf's ParseDict and about 10x faster) and ingests that. Each file is ingested by `traceq.ingest()` in its own process (bench/harness.py); printed:
-MB, wall and CPU seconds (all threads: less sensitive to other work on the machine), requests/s,
-peak RSS (VmHWM), and the ratio reference time ÷ this encoding's time (higher is better;
-target ≥ 1.0), against `events` for the plain arrays and `step-events` for the +steps ones.
+to protobuf's ParseDict and about 10x faster) and ingests that. Each file is ingested by
+`traceq.ingest()` in its own process (bench/harness.py); printed: MB, wall and CPU seconds
+(all threads: less sensitive to other work on the machine), requests/s, peak RSS (VmHWM), and
+the ratio reference time ÷ this encoding's time (higher is better; target ≥ 1.0), against
+`events` for the plain arrays and `step-events` for the +steps ones.
 
     python bench/otel_token_encodings.py --mb 200 [--proto]
 """

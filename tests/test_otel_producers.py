@@ -335,52 +335,64 @@ def test_bad_arrays_are_quarantined_and_the_request_kept(tmp_path, encoder):
 
 @pytest.mark.parametrize("encoder", ["json", "proto"])
 def test_tensorrt_llm_kv_transfer_phase(tmp_path, encoder):
-    """TensorRT-LLM `tensorrt_llm/llmapi/tracing.py` (verified in the stored version
-    @0fb7f7586fda; @5f15841037de has the same `SpanAttributes` without `SpanEvents`):
-    `SpanAttributes` (incl. `gen_ai.latency.kv_cache_transfer_time`), `SpanEvents`
-    (`kv_cache_transfer_start/end`, `ctx_server.selected`, `gen_server.selected`) added with
-    `add_event(name, attributes, timestamp)` to the *current* span, a bare `TracerProvider()`
-    (no resource), server handlers wrapped by `trace_span(name)` in a SERVER span named after
-    the handler. The request span itself is built in `tensorrt_llm/executor/result.py`,
-    whose stored versions (@a678b91aafbe, @005bc848893f) predate the tracing code: its name
-    and stamps stay unverified (adapted from vLLM: SERVER, start = arrival). traceq must not
-    depend on the name, so the two encoders use two names; the `gen_ai.*` attributes make it
-    a request span."""
-    name = "llm_request" if encoder == "json" else "generate_async"
+    """TensorRT-LLM's request span as `GenerationResultBase.do_tracing` builds it
+    (`tensorrt_llm/executor/result.py`, read in the NVIDIA/TensorRT-LLM fork
+    JunyiXu-nv/TensorRT-LLM @10d0af85c385; names from `tensorrt_llm/llmapi/tracing.py`
+    @0fb7f7586fda): `start_as_current_span("llm_request", kind=SERVER,
+    start_time=int((arrival + time.time() - time.monotonic()) * 1e9))`, no explicit end (it
+    ends when the result is handled, after the last token). Perf metrics are steady-clock
+    seconds moved to the epoch by that one correction, the KV events too. Attributes:
+    `gen_ai.request.id` = the executor's int id, sampling params, prompt / completion tokens,
+    TTFT / e2e / queue in s (first token, last token, first scheduled − arrival),
+    `finish_reasons` as JSON text, `kv_cache_transfer_time` = end − start (0.0 without a
+    transfer). Only with both KV stamps, `add_event` puts `kv_cache_transfer_start` and
+    `kv_cache_transfer_end` (attribute `kv_cache_size`) on this span. `ctx_server.selected`
+    / `gen_server.selected` are declared in `SpanEvents` but where they are emitted was not
+    found: here on a router SERVER span (`trace_span`), as a guess."""
     arrival = T0 + 3000 * MS
     kv_start, kv_end = arrival + 2 * MS + 1, arrival + 7 * MS + 3
     queue, ttft, e2e = 9 * MS + 5, 15 * MS + 7, 60 * MS + 9
+
+    def request(tracer, rid, start, kv, context=None):
+        span = tracer.start_span(
+            "llm_request",
+            kind=SpanKind.SERVER,
+            start_time=start,
+            context=context,
+            attributes={
+                "gen_ai.request.temperature": 0.0,
+                "gen_ai.request.top_p": 1.0,
+                "gen_ai.request.top_k": 1,
+                "gen_ai.request.max_tokens": 20,
+                "gen_ai.request.n": 1,
+                "gen_ai.request.id": rid,
+                "gen_ai.usage.prompt_tokens": 100,
+                "gen_ai.usage.completion_tokens": 20,
+                "gen_ai.latency.time_to_first_token": ttft / NS,
+                "gen_ai.latency.e2e": e2e / NS,
+                "gen_ai.latency.time_in_queue": queue / NS,
+                "gen_ai.response.finish_reasons": json.dumps(["length"]),
+                "gen_ai.latency.kv_cache_transfer_time": (kv[1] - kv[0]) / NS if kv else 0.0,
+            },
+        )
+        if kv:
+            span.add_event("kv_cache_transfer_start", None, kv[0])
+            span.add_event("kv_cache_transfer_end", {"kv_cache_size": 65536}, kv[1])
+        span.end(end_time=start + e2e + MS)
+
     with provider() as (tracer, spans):
         router = tracer.start_span(
             "openai_completion", kind=SpanKind.SERVER, start_time=arrival - MS
         )
         router.add_event("ctx_server.selected", {"server": "ctx-0:8001"}, arrival - MS + 10)
         router.add_event("gen_server.selected", {"server": "gen-0:8002"}, arrival - 10)
-        span = tracer.start_span(
-            name,
-            kind=SpanKind.SERVER,
-            start_time=arrival,
-            context=trace.set_span_in_context(router),
-            attributes={
-                "gen_ai.request.id": "trt-7",
-                "gen_ai.usage.prompt_tokens": 100,
-                "gen_ai.usage.completion_tokens": 20,
-                "gen_ai.request.max_tokens": 20,
-                "gen_ai.request.top_k": 1,
-                "gen_ai.latency.time_to_first_token": ttft / NS,
-                "gen_ai.latency.e2e": e2e / NS,
-                "gen_ai.latency.time_in_queue": queue / NS,
-                "gen_ai.latency.kv_cache_transfer_time": (kv_end - kv_start) / NS,
-                "gen_ai.response.finish_reasons": ["length"],
-            },
-        )
-        span.add_event("kv_cache_transfer_start", None, kv_start)
-        span.add_event("kv_cache_transfer_end", None, kv_end)
-        span.end(end_time=arrival + e2e + MS)
+        request(tracer, 7, arrival, (kv_start, kv_end), trace.set_span_in_context(router))
         router.end(end_time=arrival + e2e + 2 * MS)
+        request(tracer, 8, arrival + 500 * MS, None)  # aggregated serving: no transfer
     con, results = _ingest(spans, tmp_path, encoder)
-    assert results[0].conventions["tensorrt-llm"] == 1
-    p = _phases(con, "trt-7")
+    assert results[0].conventions["tensorrt-llm"] == 2
+    assert "vllm" not in results[0].conventions  # same span name, told apart
+    p = _phases(con, "7")
     want = {
         "tokenize_ns": kv_start - arrival,  # before the transfer: no stamp, called tokenize
         "kv_transfer_ns": kv_end - kv_start,
@@ -392,13 +404,17 @@ def test_tensorrt_llm_kv_transfer_phase(tmp_path, encoder):
         "finish_reason": "length",
     }
     assert {k: p[k] for k in want} == want
-    kinds = con.sql("SELECT kind FROM events ORDER BY ts").fetchall()
-    assert [k for (k,) in kinds] == [
+    p = _phases(con, "8")
+    want = {"kv_transfer_ns": None, "queue_ns": queue, "prefill_ns": ttft - queue, "e2e_ns": e2e}
+    assert {k: p[k] for k in want} == want
+    kinds = con.sql("SELECT kind, message FROM events ORDER BY ts").fetchall()
+    assert [k for k, _ in kinds] == [
         "otel:ctx_server.selected",
         "otel:gen_server.selected",
         "otel:kv_cache_transfer_start",
         "otel:kv_cache_transfer_end",
     ]
+    assert "65536" in kinds[-1][1]  # kv_cache_size kept with the event
 
 
 # --- vLLM start-up spans -------------------------------------------------------------------

@@ -11,6 +11,8 @@ import traceq
 
 TRACE_HEX = "5b8efff798038103d269b633813fc60c"
 SPAN_HEX = "eee19b7ec3c1b174"
+# varints of every length, zero, negatives (10 bytes on the wire) and the int64 extremes
+INTS = [0, 1, 127, 128, 300, 16384, 2**35 + 3, -1, -300, 2**63 - 1, -(2**63)]
 
 
 def _line(**span_overrides) -> str:
@@ -35,6 +37,8 @@ def _line(**span_overrides) -> str:
                                                                 {"intValue": "2"}]}}},
             {"key": "darr", "value": {"arrayValue": {"values": [{"doubleValue": 0.25},
                                                                  {"doubleValue": 1e-05}]}}},
+            {"key": "iarr", "value": {"arrayValue": {"values": [
+                {"intValue": str(i)} for i in INTS]}}},
             {"key": "kv", "value": {"kvlistValue": {"values": [
                 {"key": "inner", "value": {"boolValue": False}}]}}},
             {"key": "gen_ai.usage.completion_tokens", "value": {"intValue": "2"}},
@@ -101,6 +105,8 @@ def test_every_anyvalue_variant(tmp_path, encoding):
     assert attrs["arr"] == {"values": [{"stringValue": "x"}, {"intValue": "2"}]}
     # a double-only array takes protobuf's numpy path: the same values either way
     assert attrs["darr"] == {"values": [{"doubleValue": 0.25}, {"doubleValue": 1e-05}]}
+    # so does an int-only array (its varints summed by numpy): the same values either way
+    assert attrs["iarr"] == {"values": [{"intValue": str(i)} for i in INTS]}
     assert attrs["kv"] == {"values": [{"key": "inner", "value": {"boolValue": False}}]}
     assert (kind, status, trace_id) == ("SERVER", "ERROR", TRACE_HEX)
     request = con.sql(

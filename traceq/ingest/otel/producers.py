@@ -76,16 +76,17 @@ def conventions_seen(parts: dict[str, pl.DataFrame]) -> dict[str, int]:
     spans matched, with how many request spans (start-up: spans) matched each."""
     staged, tokens, events = parts["spans"], parts["tokens"], parts["events"]
     name = pl.col("name")
+    # TensorRT-LLM names its request span `llm_request` too (executor/result.py `do_tracing`)
+    # and always sets gen_ai.latency.kv_cache_transfer_time (0.0 without a transfer)
+    kv = events.filter(pl.col("kind").str.starts_with("otel:kv_cache_transfer"))["_span"]
+    trt = pl.col("_span").is_in(kv.implode()) | pl.col("a_kv_transfer_s").is_not_null()
     n = staged.select(
-        vllm=(name == "llm_request").sum(),
+        vllm=((name == "llm_request") & ~trt).sum(),
         sglang=(pl.col("a_rid").is_not_null() & pl.col("is_request")).sum(),
         vllm_omni=(name == "omni_request").sum(),
         vllm_startup=pl.col("a_code_function").is_not_null().sum(),
+        tensorrt_llm=trt.sum(),
     ).row(0, named=True)
-    kv = events.filter(pl.col("kind").str.starts_with("otel:kv_cache_transfer"))["_span"]
-    n["tensorrt_llm"] = staged.filter(
-        pl.col("_span").is_in(kv.implode()) | pl.col("a_kv_transfer_s").is_not_null()
-    ).height
     first = tokens.group_by("_span").agg(
         pl.col("time_base").first(), stepped=pl.col("t_scheduled").is_not_null().any()
     )

@@ -20,18 +20,19 @@ _NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 
 # An ArrayValue whose elements are all `double_value`: each element on the wire is the tag of
 # `values` (field 1, length-delimited: 0x0A), the length 9, the tag of `double_value` (field
-# 4, 64-bit: 0x21) and 8 little-endian bytes. Such arrays (per-token times) are decoded with
-# numpy and written by orjson in one call each, not element by element; anything else takes
-# the general path. `orjson.Fragment` (orjson >= 3.9.16) embeds the JSON as it is.
+# 4, 64-bit: 0x21) and 8 little-endian bytes. All `int_value`: 0x0A, the length, the tag of
+# `int_value` (field 3, varint: 0x18) and the varint. Such arrays (per-token times, batch
+# sizes) are decoded with numpy and written by orjson in one call each, not element by
+# element; anything else takes the general path. `orjson.Fragment` (orjson >= 3.9.16)
+# embeds the JSON as it is.
 _DOUBLE_ELEMENT = np.array([0x0A, 9, 0x21], dtype=np.uint8)
 _FRAGMENT = getattr(orjson, "Fragment", None)
 
 
-def _double_array(message: Any) -> Any:
-    """The JSON of a double-only ArrayValue as an orjson Fragment, or None."""
-    raw = message.SerializeToString()
+def _double_array(raw: bytes) -> Any:
+    """The JSON of a double-only ArrayValue (its wire bytes) as an orjson Fragment, or None."""
     n = len(raw) // 11
-    if _FRAGMENT is None or n == 0 or len(raw) != 11 * n:
+    if n == 0 or len(raw) != 11 * n:
         return None
     cells = np.frombuffer(raw, dtype=np.uint8).reshape(n, 11)
     if not (cells[:, :3] == _DOUBLE_ELEMENT).all():
@@ -41,7 +42,51 @@ def _double_array(message: Any) -> Any:
         return None
     text = orjson.dumps(values, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
     body = text.replace(b",", b'},{"doubleValue":')
-    return _FRAGMENT(b'{"values":[{"doubleValue":' + body + b"}]}")
+    return _FRAGMENT(b'{"values":[{"doubleValue":' + body + b"}]}")  # type: ignore[misc]
+
+
+def _int_array(raw: bytes) -> Any:
+    """The JSON of an int-only ArrayValue (its wire bytes) as an orjson Fragment, or None.
+
+    Every byte below 0x80 ends a field or a varint, so an all-int array has exactly four per
+    element: the 0x0A tag, the length, the 0x18 tag and the varint's last byte, in a row but
+    for the varint's leading bytes (each >= 0x80); checked, then the varints summed up.
+    """
+    data = np.frombuffer(raw, dtype=np.uint8)
+    ends = np.flatnonzero(data < 0x80)
+    if len(ends) == 0 or len(ends) % 4:
+        return None
+    start, length, tag, last = ends.reshape(-1, 4).T
+    if not (
+        start[0] == 0
+        and last[-1] == len(data) - 1
+        and (start[1:] == last[:-1] + 1).all()
+        and (length == start + 1).all()
+        and (tag == start + 2).all()
+        and (data[start] == 0x0A).all()
+        and (data[tag] == 0x18).all()
+        and (data[length] == last - start - 1).all()
+        and (last - tag <= 10).all()
+    ):
+        return None
+    # varint bytes: from tag + 1 to last; each adds its low 7 bits at 7 × its place
+    counts = last - tag
+    offsets = np.cumsum(counts) - counts
+    place = np.arange(counts.sum()) - np.repeat(offsets, counts)
+    where = np.repeat(tag + 1, counts) + place
+    bits = (data[where] & 0x7F).astype(np.uint64) << (7 * place).astype(np.uint64)
+    values = np.add.reduceat(bits, offsets)
+    text = orjson.dumps(values.view(np.int64), option=orjson.OPT_SERIALIZE_NUMPY)[1:-1]
+    body = text.replace(b",", b'"},{"intValue":"')
+    return _FRAGMENT(b'{"values":[{"intValue":"' + body + b'"}]}')  # type: ignore[misc]
+
+
+def _fast_array(message: Any) -> Any:
+    """A double-only or int-only ArrayValue as an orjson Fragment, or None."""
+    if _FRAGMENT is None:
+        return None
+    raw = message.SerializeToString()
+    return _double_array(raw) if raw[2:3] == b"\x21" else _int_array(raw)
 
 
 def _value(v: Any) -> dict:
@@ -58,7 +103,7 @@ def _value(v: Any) -> dict:
     if kind == "bytes_value":
         return {"bytesValue": base64.b64encode(v.bytes_value).decode()}
     if kind == "array_value":
-        fast = _double_array(v.array_value)
+        fast = _fast_array(v.array_value)
         if fast is not None:
             return {"arrayValue": fast}
         return {"arrayValue": {"values": [_value(x) for x in v.array_value.values]}}

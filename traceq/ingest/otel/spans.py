@@ -25,20 +25,16 @@ from traceq.schema import RAW_LIMIT
 
 # OTLP AnyValue with every variant kept as text: polars reads numbers, booleans and nested
 # values (arrayValue / kvlistValue) into a String column as their JSON text.
-ANY_VALUE = pl.Struct(
-    {
-        k: pl.String
-        for k in (
-            "stringValue",
-            "boolValue",
-            "intValue",
-            "doubleValue",
-            "bytesValue",
-            "arrayValue",
-            "kvlistValue",
-        )
-    }
+ANY_VALUE_FIELDS = (
+    "stringValue",
+    "boolValue",
+    "intValue",
+    "doubleValue",
+    "bytesValue",
+    "arrayValue",
+    "kvlistValue",
 )
+ANY_VALUE = pl.Struct({k: pl.String for k in ANY_VALUE_FIELDS})
 KEY_VALUES = pl.List(pl.Struct({"key": pl.String, "value": ANY_VALUE}))
 
 SPAN_FRAME = pl.Schema(
@@ -211,7 +207,11 @@ def split_spans(spans: pl.DataFrame, conv: SpanConventions) -> dict[str, pl.Data
 
     attrs = _attributes_long(spans)
     text = _value_text(pl.col("value"))
-    unknown = attrs.filter(text.is_null())
+    # null when every variant is (not `text.is_null()`, which would copy every value's text)
+    no_value = pl.all_horizontal(
+        pl.col("value").struct.field(f).is_null() for f in ANY_VALUE_FIELDS
+    )
+    unknown = attrs.filter(no_value)
     quarantine.append(
         unknown.select(
             location=pl.format("line {} span {}", "_line", "_span"),
@@ -219,7 +219,7 @@ def split_spans(spans: pl.DataFrame, conv: SpanConventions) -> dict[str, pl.Data
             raw=pl.struct("key", "value").struct.json_encode().str.slice(0, RAW_LIMIT),
         )
     )
-    attrs = attrs.filter(text.is_not_null())
+    attrs = attrs.filter(~no_value)
     lifted = (
         attrs.filter(pl.col("key").is_in(list(ATTRIBUTES)))
         .with_columns(text=text)

@@ -10,7 +10,9 @@ view would recompute its whole plan each time. `Session.query` stays read-only.
 The per-request pass (`_request_gaps`) runs in parts by request-id range
 (`REQUESTS_PER_PART`): its quantile states hold every chunk gap of the requests in the pass,
 which at a million requests came close to the session's memory limit (docs/PERFORMANCE.md,
-"Diagnose").
+"Diagnose"). Only where tokens are stored in request-id order (the flat layout): in the
+day-partitioned layout they are in time order, a part would read every row group, and the
+pass runs whole.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ REQUESTS_PER_PART = 250_000
 requests in DuckDB quantile states: at 1 M requests (56 M gaps) one pass peaked at ~1.4 GB
 under the session's 2 GB limit (and failed at a 1.5 GB limit); 250 k requests (~14 M gaps in
 `traceq synth large`) keep a part near 0.4 GB, and a dataset below it runs in one pass as
-before. Parts cost little extra time because tokens files are in request order, so each part
-reads only its row groups."""
+before. Parts are used only where tokens are stored in request-id order, so that each part
+reads only its own row groups (traceq/sql/rollups_request_parts.sql)."""
 
 
 def _run(session: Session, name: str, statement: Any, params: dict[str, Any] | None = None) -> Any:
@@ -52,13 +54,18 @@ def _run(session: Session, name: str, statement: Any, params: dict[str, Any] | N
         raise QueryError(msg) from exc
 
 
+def _in_request_order(session: Session, statement: Any) -> bool:
+    """Whether tokens are stored in request-id order (rollups_request_parts.sql, 2.)."""
+    return bool(_run(session, "_request_gaps", statement).fetchone()[0] == 0)
+
+
 def _fill_request_gaps(session: Session) -> None:
     """Insert `_request_gaps` part by part (traceq/sql/rollups_request_gaps.sql)."""
     name = "_request_gaps"
-    count, sample = session.con.extract_statements(load("rollups_request_parts"))
+    count, order, sample = session.con.extract_statements(load("rollups_request_parts"))
     parts = max(1, math.ceil(_run(session, name, count).fetchone()[0] / REQUESTS_PER_PART))
     bounds: list[str] = []
-    if parts > 1:
+    if parts > 1 and _in_request_order(session, order):
         quantiles = [i / parts for i in range(1, parts)]
         bounds = sorted(set(_run(session, name, sample, {"quantiles": quantiles}).fetchone()[0]))
     by_range, null_ids = session.con.extract_statements(load("rollups_request_gaps"))

@@ -10,7 +10,10 @@ of `tokens`); the run is `diagnose()` with every built-in playbook (rollups incl
 runs in its own process (session opening included in both) so peak RSS (VmHWM) is its own;
 both under the Session's default memory limit. The two alternate, so load from other work
 on the machine falls on both alike; the ratio of the medians is the figure. Prints one
-Markdown row for docs/PERFORMANCE.md and the load average.
+Markdown row for docs/PERFORMANCE.md, the load average, and every run with where its time
+went (Linux): CPU seconds, seconds runnable but waiting for a CPU (other work on the
+machine), MiB read from disk (a cold page cache), MiB written (DuckDB spilling), peak RSS
+and the two slowest steps, so that an outlier says what it was.
 """
 
 from __future__ import annotations

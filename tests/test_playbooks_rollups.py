@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.playbook_helpers import SAMPLES, ingest_folder
-from traceq.playbooks import Options, diagnose, load_catalog
+from traceq.playbooks import Options, diagnose, load_catalog, rollups
 from traceq.playbooks.rollups import materialise
 from traceq.playbooks.steps import Step, summary
 from traceq.session import Session
@@ -80,3 +80,18 @@ def test_tbt_jitter_figures_match_every_gap(jitter):
     assert {"rollups", "tbt-jitter"} <= {x.playbook for x in steps}
     assert any(x.step == "symptom" for x in steps)
     assert "tbt-jitter" in summary(steps)
+
+
+def test_request_gaps_in_parts_are_the_views_rows(jitter, monkeypatch):
+    # a million requests run the per-request pass in parts by request-id range; force parts
+    # of two requests here: the materialised rows must be the view's, every request once
+    monkeypatch.setattr(rollups, "REQUESTS_PER_PART", 2)
+    monkeypatch.setattr(rollups, "_in_request_order", lambda *_: True)  # parts whatever the order
+    cols = "request_id, source_id, view, n_gaps, tbt_q, mx, t_first, t_last, list_sort(long_gaps)"
+    with Session(jitter) as s:
+        whole = s.query(f"SELECT {cols} FROM _request_gaps ORDER BY ALL")
+        assert s.query("SELECT count(*) AS n FROM requests")["n"][0] > 4  # so several parts
+        materialise(s)
+        parts = s.query(f"SELECT {cols} FROM _request_gaps ORDER BY ALL")
+    assert whole.height > 0
+    assert parts.equals(whole)

@@ -141,6 +141,18 @@ def test_slow_decode_in_prefill_bursts_names_the_prefill_load(samples):
     assert (first.id, first.status, first.see) == ("prefill-load", "confirmed", "ttft-prefill")
 
 
+def test_slow_decode_floor_is_weights_plus_the_batchs_kv_plus_usual_prefill(samples):
+    """The floor a finding compares TPOT with is what a step must read (weights + the KV
+    cache of the decoding batch, at 128 KiB a token from the start-up log) stretched by the
+    run's usual prefill, and the message says so."""
+    finding = failing(samples["gpu-throttle"])["slow-decode"]
+    w = finding.windows[0]
+    kv_ms = w["batch"] * w["ctx"] * 131072 / 3350e9 * 1000  # figures are means over windows
+    assert w["kv_ms"] == pytest.approx(kv_ms, rel=0.05) and w["kv_ms"] > 0
+    assert w["floor_ms"] > w["weights_ms"] + w["kv_ms"] > w["weights_ms"] > 4.7
+    assert f"weights {w['weights_ms']:.1f} ms + KV cache {w['kv_ms']:.1f} ms" in finding.message
+
+
 # A mild fault confined to one minute of an otherwise healthy run fires there: every window
 # the finding names overlaps the fault's, and its message compares inside with outside.
 @pytest.mark.parametrize(

@@ -45,9 +45,10 @@ def test_diagnose_json_is_the_findings_plus_run_metadata(kv):
 
 def test_fail_on_threshold_and_params_and_config(kv, tmp_path):
     assert invoke("diagnose", str(kv), "--fail-on", "critical").exit_code == 0
-    r = invoke("diagnose", str(kv), "--only", "kv-pressure", "--param", "kv-pressure.kv_full=1.5",
-               "--param", "kv-pressure.min_preemptions=5")  # fmt: skip
-    assert r.exit_code == 0, r.output  # stricter thresholds: nothing fires
+    assert invoke("diagnose", str(kv), "--only", "ttft-queueing").exit_code == 1
+    r = invoke("diagnose", str(kv), "--only", "ttft-queueing",
+               "--param", "ttft-queueing.min_ttft_ms=1000000")  # fmt: skip
+    assert r.exit_code == 0, r.output  # a stricter threshold: nothing fires
     config = tmp_path / "traceq.toml"
     config.write_text('[diagnose]\nfail_on = "critical"\nformat = "markdown"\n')
     r = invoke("diagnose", str(kv), "--config", str(config))
@@ -65,6 +66,20 @@ def test_fail_on_threshold_and_params_and_config(kv, tmp_path):
 )
 def test_usage_errors_exit_2(kv, args):
     assert invoke("diagnose", str(kv), *args).exit_code == 2
+
+
+def test_an_override_outside_the_parameters_bounds_is_a_one_line_error(kv, tmp_path):
+    # a stall floor under 100 ms would silently undercount: gap_stalls keeps gaps from 100 ms
+    r = invoke("diagnose", str(kv), "--param", "tbt-jitter.stall_floor_ms=50")
+    assert r.exit_code == 2
+    assert r.output.strip() == (
+        "traceq: error: --param tbt-jitter.stall_floor_ms: must be at least 100 (ms), got 50"
+    )
+    config = tmp_path / "traceq.toml"
+    config.write_text("[params.kv-pressure]\nkv_full = 1.5\n")
+    r = invoke("diagnose", str(kv), "--config", str(config))
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
+    assert "kv_full: must be at most 1 (ratio 0-1), got 1.5" in r.output
 
 
 def test_missing_dataset_is_a_one_line_error(tmp_path):
@@ -95,6 +110,19 @@ def test_lint_reports_an_unknown_column_with_file_and_field(tmp_path):
     r = invoke("playbooks", "lint", str(tmp_path))
     assert r.exit_code == 1
     assert "mine.yaml: symptom.sql:" in r.output and "tokenise_p50" in r.output
+
+
+def test_lint_reports_a_default_outside_the_parameters_bounds(tmp_path):
+    text = Path(load_catalog().by_id()["tbt-jitter"].source).read_text()
+    bad = text.replace("stall_floor_ms:\n    default: 250", "stall_floor_ms:\n    default: 50")
+    (tmp_path / "mine.yaml").write_text(bad.replace("max: 1\n", "max: -1\n", 1))
+    r = invoke("playbooks", "lint", str(tmp_path))
+    assert r.exit_code == 1
+    assert "mine.yaml: params.stall_floor_ms.default: must be at least 100 (ms), got 50" in r.output
+    assert "mine.yaml: params.kv_full.min: min 0 is above max -1" in r.output
+    # the same file is refused by diagnose, not run with a wrong threshold
+    r = invoke("diagnose", str(tmp_path / "none.tq"), "--playbooks", str(tmp_path))
+    assert r.exit_code == 2 and "invalid playbooks" in r.output
 
 
 def test_playbooks_ship_inside_the_package():

@@ -57,11 +57,12 @@ def _config(path: str | None) -> dict[str, Any]:
 def _overrides(
     report: LoadReport, config: dict[str, Any], pairs: tuple[str, ...]
 ) -> dict[str, dict[str, Any]]:
-    """`[params.ID] NAME = V` from the config, then `--param ID.NAME=V`; unknown names fail."""
+    """`[params.ID] NAME = V` from the config, then `--param ID.NAME=V`; unknown names fail,
+    and so does a value outside the parameter's `min` / `max` (a one-line error, exit 2)."""
     known = report.by_id()
     found: dict[str, dict[str, Any]] = {}
     items = [
-        (pid, name, value)
+        (pid, name, value, f"--config [params.{pid}] {name}")
         for pid, values in (config.get("params") or {}).items()
         for name, value in (values or {}).items()
     ]
@@ -70,13 +71,16 @@ def _overrides(
         pid, dot, name = key.rpartition(".")
         if not sep or not dot:
             raise click.UsageError(f"--param expects ID.NAME=VALUE, got {pair!r}")
-        items.append((pid, name, typed(value)))
-    for pid, name, value in items:
+        items.append((pid, name, typed(value), f"--param {pid}.{name}"))
+    for pid, name, value, origin in items:
         if pid not in known:
             raise click.UsageError(f"no playbook {pid!r}; run `traceq playbooks list`")
         if name not in known[pid].params:
             names = ", ".join(known[pid].params)
             raise click.UsageError(f"playbook {pid} has no parameter {name!r} (has: {names})")
+        problem = known[pid].params[name].violation(value)
+        if problem:
+            raise Failure(f"{origin}: {problem}")
         found.setdefault(pid, {})[name] = value
     return found
 

@@ -40,11 +40,32 @@ class Issue:
 
 @dataclass(frozen=True)
 class Param:
+    """A named threshold. `min` / `max` (in `unit`, inclusive) bound the values that give
+    right answers; the default and every override must lie within them.
+
+    >>> Param("x", 0.5, "ratio 0-1", "", "", min=0, max=1).violation(1.5)
+    'must be at most 1 (ratio 0-1), got 1.5'
+    """
+
     name: str
     default: float | int | str
     unit: str
     doc: str
     reason: str
+    min: float | None = None
+    max: float | None = None
+
+    def violation(self, value: Any) -> str | None:
+        """Why `value` is not allowed for this parameter, or None when it is."""
+        if self.min is None and self.max is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"must be a number ({self.unit}), got {value!r}"
+        if self.min is not None and value < self.min:
+            return f"must be at least {self.min:g} ({self.unit}), got {value:g}"
+        if self.max is not None and value > self.max:
+            return f"must be at most {self.max:g} ({self.unit}), got {value:g}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -207,7 +228,7 @@ class _Validator:
 
     def params(self, d: Any) -> dict[str, Param]:
         if not isinstance(d, dict):
-            self.add("params", "must be a mapping name → {default, unit, doc, reason}")
+            self.add("params", "must be a mapping name → {default, unit, doc, reason, min, max}")
             return {}
         out = {}
         for name, spec in d.items():
@@ -223,14 +244,31 @@ class _Validator:
             default = spec.get("default")
             if default is not None and not isinstance(default, int | float | str):
                 self.add(f"{where}.default", "must be a number or text")
-            out[str(name)] = Param(
+            param = Param(
                 str(name),
                 default if isinstance(default, int | float | str) else 0,
                 str(spec.get("unit") or ""),
                 str(spec.get("doc") or ""),
                 str(spec.get("reason") or ""),
+                min=self.bound(spec, "min", where),
+                max=self.bound(spec, "max", where),
             )
+            if param.min is not None and param.max is not None and param.min > param.max:
+                self.add(f"{where}.min", f"min {param.min:g} is above max {param.max:g}")
+            elif default is not None and (problem := param.violation(default)):
+                self.add(f"{where}.default", problem)
+            out[str(name)] = param
         return out
+
+    def bound(self, spec: dict, key: str, where: str) -> float | None:
+        """An optional `min` / `max` of a parameter: a number, else an issue."""
+        value = spec.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.add(f"{where}.{key}", f"must be a number in the parameter's unit, got {value!r}")
+            return None
+        return value
 
     def requirements(self, value: Any, where: str, *, required: bool) -> tuple[Requirement, ...]:
         if not value:

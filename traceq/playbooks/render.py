@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from traceq.findings import Diagnosis, Finding
-from traceq.playbooks.model import Playbook
+from traceq.playbooks.model import Param, Playbook
 
 LABEL = {
     "fail": "FAIL",
@@ -103,6 +103,15 @@ def render_markdown(d: Diagnosis) -> str:
     return "\n".join(out) + "\n"
 
 
+def _bounds(p: Param) -> str:
+    """` (100–∞)`: the values a parameter accepts, after its unit; empty when unbounded."""
+    if p.min is None and p.max is None:
+        return ""
+    lo = "−∞" if p.min is None else f"{p.min:g}"
+    hi = "∞" if p.max is None else f"{p.max:g}"
+    return f" ({lo}–{hi})"
+
+
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -135,7 +144,8 @@ def render_explain(pb: Playbook) -> str:
     out += ["", "## Parameters", "", "| name | default | unit | meaning | why this default |"]
     out.append("|---|---|---|---|---|")
     out += [
-        f"| `{p.name}` | {p.default} | {p.unit} | {_cell(p.doc)} | {_cell(p.reason.strip())} |"
+        f"| `{p.name}` | {p.default} | {p.unit}{_bounds(p)} | {_cell(p.doc)} | "
+        f"{_cell(p.reason.strip())} |"
         for p in pb.params.values()
     ]
     out += ["", "## Causes checked (ranked by their check's strength)", ""]

@@ -283,7 +283,7 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 
 
 def write_doc(block: str, doc: Path) -> None:
-    text = doc.read_text()
+    text = doc.read_text() if doc.exists() else ""
     if START in text and END in text:
         head, rest = text.split(START, 1)
         text = head + block + rest.split(END, 1)[1]

@@ -3,7 +3,9 @@ seeds × mild / medium / strong, whole-run and windowed (the fault confined to a
 longer healthy run), plus `healthy` at the same seeds and lengths. Regenerates the part of
 docs/DETECTION.md between its bench markers.
 
-    python bench/detection.py [--seeds 5] [--workers 2] [--out /tmp/traceq-detection]
+    python bench/detection.py [--seeds 5] [--seeds-from 11] [--workers 2] [--out DIR]
+    python bench/detection.py --seeds-from 21 --doc /tmp/other.md   # other seeds, not the doc
+    python bench/detection.py --only long-output-tail --variant windowed --doc /tmp/x.md
     python bench/detection.py --replay /tmp/traceq-detection/results.json   # re-render only
 
 Scoring (labels.json, written by traceq/synth/faults.py): a playbook with status `fail` is a
@@ -92,13 +94,21 @@ def one(job: Job) -> dict[str, Any]:
     }
 
 
-def jobs(seeds: int, out: str) -> list[Job]:
-    """Every fault scenario (KNOBS) × variant × intensity × seed, then healthy per variant."""
+def jobs(
+    seeds: int,
+    out: str,
+    first: int = SEEDS_FROM,
+    only: list[str] | None = None,
+    variants: tuple[str, ...] = ("whole", "windowed"),
+) -> list[Job]:
+    """Every fault scenario (KNOBS, or `only`) × variant × intensity × seed, then healthy."""
+    names = [n for n in KNOBS if not only or n in only]
     todo: list[Job] = []
-    for variant in ("whole", "windowed"):
-        for seed in range(SEEDS_FROM, SEEDS_FROM + seeds):
-            todo += [(n, variant, i, seed, out) for n in KNOBS for i in INTENSITIES]
-            todo.append(("healthy", variant, "-", seed, out))
+    for variant in variants:
+        for seed in range(first, first + seeds):
+            todo += [(n, variant, i, seed, out) for n in names for i in INTENSITIES]
+            if not only or "healthy" in only:
+                todo.append(("healthy", variant, "-", seed, out))
     return todo
 
 
@@ -153,7 +163,8 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         )
 
     L = [START, "", f"Run {meta['date']} on commit `{meta['commit']}`: {meta['runs']} runs "]
-    L[-1] += f"({meta['seeds']} seeds from {SEEDS_FROM}), {meta['workers']} workers, "
+    L[-1] += f"({meta['seeds']} seeds from {meta.get('seeds_from', SEEDS_FROM)}), "
+    L[-1] += f"{meta['workers']} workers, "
     L[-1] += f"{meta['wall_s'] / 60:.1f} min wall on the shared 2-core machine."
     L += ["", "### Whole runs (200 requests): precision / recall per intensity", ""]
     L += ["| playbook | " + " | ".join(INTENSITIES) + " | TP | FP | FN | tolerated | warn |"]
@@ -272,7 +283,7 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 
 
 def write_doc(block: str, doc: Path) -> None:
-    text = doc.read_text()
+    text = doc.read_text() if doc.exists() else ""
     if START in text and END in text:
         head, rest = text.split(START, 1)
         text = head + block + rest.split(END, 1)[1]
@@ -284,6 +295,9 @@ def write_doc(block: str, doc: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--seeds-from", type=int, default=SEEDS_FROM, help="first seed")
+    ap.add_argument("--only", nargs="*", help="these scenarios only (and healthy if named)")
+    ap.add_argument("--variant", choices=("whole", "windowed"), help="one variant only")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default="/tmp/traceq-detection")
     ap.add_argument("--replay", help="results.json of an earlier run: render it only")
@@ -294,7 +308,8 @@ def main() -> None:
         results, meta = saved["results"], saved["meta"]
     else:
         Path(a.out).mkdir(parents=True, exist_ok=True)
-        todo = jobs(a.seeds, a.out)
+        variants = (a.variant,) if a.variant else ("whole", "windowed")
+        todo = jobs(a.seeds, a.out, a.seeds_from, a.only, variants)
         t0, results = time.monotonic(), []
         with ProcessPoolExecutor(a.workers) as pool:
             futures = [pool.submit(one, j) for j in todo]
@@ -316,6 +331,7 @@ def main() -> None:
             "commit": rev.stdout.strip(),
             "runs": len(results),
             "seeds": a.seeds,
+            "seeds_from": a.seeds_from,
             "workers": a.workers,
             "wall_s": time.monotonic() - t0,
             "cpus": os.cpu_count(),

@@ -1,0 +1,119 @@
+"""Where a finding puts its incident, on small hand-made runs (10 minutes, 10-s windows):
+a full KV cache first seen by the stats line at a window's first instant also marks the
+window in which it filled, and warm-up-skew does not call an early window slow when the
+steady state is as uneven as that window. And prefill stalls that another failing
+finding causes are its warn (synth runs of 8 minutes, as bench/detection.py's windowed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.playbook_helpers import ingest_folder, run
+from traceq.dataset import Dataset
+from traceq.playbooks import diagnose, load_catalog
+from traceq.session import Session
+from traceq.synth import generate
+
+NS = 1_000_000_000
+T0 = 1_750_000_000 * NS  # a multiple of the 10-s windows of a 10-minute run
+RUN_S = 600
+
+
+def _dataset(root: Path, tpot_ms: list[float], kv: dict[int, float] | None = None) -> Path:
+    """One request a second for RUN_S s, 60 output tokens at tpot_ms[second]; engine stats
+    every 10 s on the window grid with KV usage 0.3 except at the seconds in `kv`."""
+    ds = Dataset(root / "run.tq", create=True)
+    t = [T0 + i * NS for i in range(RUN_S)]
+    first = [x + 60_000_000 for x in t]
+    requests = pl.DataFrame(
+        {
+            "request_id": [f"r{i}" for i in range(RUN_S)],
+            "view": "server",
+            "t_arrival": t,
+            "t_tokenized": [x + 1_000_000 for x in t],
+            "t_queued": [x + 1_000_000 for x in t],
+            "t_scheduled": [x + 2_000_000 for x in t],
+            "t_first_token": first,
+            "t_last_token": [f + int(59 * ms * 1e6) for f, ms in zip(first, tpot_ms, strict=True)],
+            "prompt_tokens": 500,
+            "output_tokens": 60,
+        }
+    )
+    kv = kv or {}
+    stats_s = range(0, RUN_S, 10)
+    engine = pl.DataFrame(
+        {
+            "ts": [T0 + s * NS for s in stats_s],
+            "running": 2,
+            "waiting": [20 if kv.get(s, 0) >= 0.95 else 0 for s in stats_s],
+            "kv_usage": [kv.get(s, 0.3) for s in stats_s],
+        }
+    )
+    w = ds.writer("windows000000000")
+    w.write("requests", requests)
+    w.write("engine_stats", engine)
+    w.commit({"path": "generated", "format": "test"})
+    return root / "run.tq"
+
+
+def _finding(path: Path, playbook: str):
+    with Session(path) as s:
+        return diagnose(s, [load_catalog().by_id()[playbook]]).findings[0]
+
+
+def test_kv_full_first_seen_at_a_window_start_marks_the_window_it_filled_in(tmp_path):
+    # 0.6 at 290 s, full at 300-320 s: the cache filled during 290-300 s, and the line at
+    # 300 s, the first instant of the next window, is the first to show it.
+    path = _dataset(tmp_path, [6.0] * RUN_S, {290: 0.6, 300: 1.0, 310: 1.0, 320: 1.0})
+    f = _finding(path, "kv-pressure")
+    assert f.status == "fail", f.message
+    assert [(w["start"], w["end"]) for w in f.windows] == [(T0 + 290 * NS, T0 + 330 * NS)]
+
+
+def test_kv_below_full_fires_no_window(tmp_path):
+    path = _dataset(tmp_path, [6.0] * RUN_S, {290: 0.6, 300: 0.9, 310: 0.9})
+    assert _finding(path, "kv-pressure").status == "pass"
+
+
+def _tpot(first_10s: float, steady: list[float]) -> list[float]:
+    """TPOT per request: `first_10s` in the first window, then `steady` repeated per window."""
+    per_window = [first_10s] + [steady[i % len(steady)] for i in range(RUN_S // 10 - 1)]
+    return [per_window[i // 10] for i in range(RUN_S)]
+
+
+@pytest.mark.parametrize(
+    ("first", "steady", "status"),
+    [
+        (16.0, [10.0, 10.5, 9.5, 11.0, 10.0, 9.0], "fail"),  # 1.6× a steady state within ±10 %
+        (16.0, [10.0, 4.0, 10.0, 20.0, 10.0, 6.0], "pass"),  # as fast as the steady p90 window
+        (30.0, [10.0, 4.0, 10.0, 20.0, 10.0, 6.0], "fail"),  # slower than the uneven steady state
+    ],
+)
+def test_warm_up_is_judged_against_the_steady_state_spread(tmp_path, first, steady, status):
+    f = _finding(_dataset(tmp_path, _tpot(first, steady)), "warm-up-skew")
+    assert f.status == status, f.message
+    if status == "fail":
+        assert [(w["start"], w["end"]) for w in f.windows] == [(T0, T0 + 10 * NS)]
+
+
+# Prefill stalls that are the consequence of another failing finding name it and become a
+# warn: during warm-up, in a window that starts after the first one (no long prompt arrived
+# in the first); under a full KV cache (recomputes and the released backlog prefill at once).
+@pytest.mark.parametrize(
+    ("scenario", "seed", "window", "intensity", "root", "cause"),
+    [("warm-up-skew", 13, (0, 60), "medium", "warm-up-skew", "warm-up"),
+     ("kv-pressure", 12, (240, 300), "mild", "kv-pressure", "kv-recompute")],
+)  # fmt: skip
+def test_prefill_stalls_caused_by_another_finding_are_secondary(
+    tmp_path, scenario, seed, window, intensity, root, cause
+):
+    folder = tmp_path / scenario
+    generate(scenario, folder, seed=seed, duration_s=480, window=window, intensity=intensity)
+    by_id = {f.id: f for f in run(ingest_folder(folder, tmp_path / "ds.tq")).findings}
+    assert by_id[root].status == "fail"
+    f = by_id["prefill-interference"]
+    assert f.status == "warn" and f"secondary: see {root}" in f.message, f.message
+    assert cause in {c.id for c in f.causes if c.status == "confirmed" and c.see == root}

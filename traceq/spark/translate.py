@@ -16,11 +16,11 @@ DuckDB constructs rewritten (and why each rewrite gives the same rows):
   Spark accepts only as `WITHIN GROUP`).
 - `make_timestamp_ns(ns)` → `CAST(timestamp_micros(ns DIV 1000) AS TIMESTAMP_NTZ)`: Spark
   timestamps stop at microseconds, so the `*_at` columns are the same instant truncated to µs.
-- `ASOF LEFT JOIN r ON l.a >= r.b [AND l.k = r.k]`: Spark has no as-of join. The right
-  side gets the next key of its partition (`lead(b) OVER (PARTITION BY k ORDER BY b)`) and
-  the join becomes an interval join `l.a >= r.b AND (l.a < next OR next IS NULL)`, which
-  matches exactly the row DuckDB's as-of join picks (the greatest b <= a); of rows with
-  equal b one wins, as in DuckDB. Spark plans it as a nested-loop join (docs/SCALE.md).
+- `ASOF [LEFT] JOIN r ON l.a >= r.b [AND l.k = r.k]`: Spark has no as-of join. It becomes
+  an equi-join on the keys and a time bucket, each right row copied into the buckets of the
+  interval `[b, next b)` it holds, plus the interval test, which matches exactly the row
+  DuckDB's as-of join picks (traceq/spark/asof.py says how and why); Spark hashes or
+  sort-merges it, never a nested loop over both sides.
 - `FROM w, generate_series(a, b, step) AS g` (a table function reading an earlier FROM item)
   → `LATERAL (SELECT explode(sequence(a, b, step)) AS generate_series) AS g`: both include
   both ends, and `g.generate_series` keeps its name.
@@ -45,11 +45,13 @@ markers `:name` (bound by `spark.sql(args=...)`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import exp
+
+from traceq.spark.asof import AsofError, rewrite_asof_joins
 
 Columns = Callable[[str], list[str]]
 """Resolver: the column names of a registered table or view (for `* EXCLUDE`)."""
@@ -211,62 +213,10 @@ def _generate_series(tree: exp.Expr) -> exp.Expr:
 
 
 def _asof_joins(tree: exp.Expr) -> exp.Expr:
-    for join in list(tree.find_all(exp.Join)):
-        if str(join.args.get("method") or "").upper() != "ASOF":
-            continue
-        _rewrite_asof(join)
-    return tree
-
-
-def _rewrite_asof(join: exp.Join) -> None:
-    right = join.this
-    alias = right.alias_or_name
-    conditions = list(_conjuncts(join.args["on"]))
-    inequality = [c for c in conditions if isinstance(c, (exp.GTE, exp.LTE))]
-    equal = [c for c in conditions if isinstance(c, exp.EQ)]
-    if len(inequality) != 1 or len(equal) + 1 != len(conditions):
-        raise TranslationError("ASOF JOIN needs one >= (or <=) and otherwise = conditions")
-    cond = inequality[0]
-    left_key, right_key = cond.this, cond.expression
-    if isinstance(cond, exp.LTE):  # r.b <= l.a, the same as l.a >= r.b
-        left_key, right_key = right_key, left_key
-    if not (isinstance(right_key, exp.Column) and right_key.table == alias):
-        raise TranslationError("ASOF JOIN: the right side of >= must be a column of the join")
-    partition = [
-        exp.column(side.name)
-        for c in equal
-        for side in (c.this, c.expression)
-        if isinstance(side, exp.Column) and side.table == alias
-    ]
-    inner = right.copy()
-    inner.set("alias", None)
-    window = exp.Window(
-        this=exp.Anonymous(this="lead", expressions=[exp.column(right_key.name)]),
-        partition_by=partition or None,
-        order=exp.Order(expressions=[exp.Ordered(this=exp.column(right_key.name))]),
-    )
-    body = exp.select(exp.Star(), exp.alias_(window, "_asof_next")).from_(inner)
-    join.set("this", exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier(alias))))
-    nxt = exp.column("_asof_next", table=alias)
-    upper = exp.or_(
-        exp.LT(this=left_key.copy(), expression=nxt), exp.Is(this=nxt.copy(), expression=exp.Null())
-    )
-    join.set(
-        "on",
-        exp.and_(
-            exp.GTE(this=left_key.copy(), expression=right_key.copy()), exp.paren(upper), *equal
-        ),
-    )
-    join.set("method", None)
-
-
-def _conjuncts(node: exp.Expr) -> Iterator[exp.Expr]:
-    node = node.unnest()
-    if isinstance(node, exp.And):
-        yield from _conjuncts(node.this)
-        yield from _conjuncts(node.expression)
-    else:
-        yield node
+    try:
+        return rewrite_asof_joins(tree)
+    except AsofError as exc:
+        raise TranslationError(str(exc)) from exc
 
 
 def _expand_exclude(tree: exp.Expr, columns: Columns | None) -> exp.Expr:

@@ -3,6 +3,11 @@
 -- `day=` partition. Inputs: _staged_<table>, one view per partitioned table (empty when the
 -- source has none). Outputs: _laid_<table> (sorted rows plus _day) and _days_<table>.
 
+-- One thread: two threads each buffer a sort run and a Parquet row group of wide `spans` rows
+-- (their JSON attributes), which ran out of the 512 MB LAYOUT_MEMORY at 1 M requests (2 M
+-- spans: "failed to allocate data of size 16.0 MiB"); one thread laid them out at 628 MiB.
+SET threads = 1;
+
 CREATE OR REPLACE TEMP MACRO _utc_day(ns) AS strftime(make_timestamp(ns // 1000), '%Y-%m-%d');
 
 -- requests in arrival order (request_pick.sql and the views read them in that order too)

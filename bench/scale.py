@@ -1,8 +1,8 @@
 """traceq at 10 k, 100 k and 1 M requests: ingest, views, diagnose and report, each timed with
 its own peak RSS, side by side with one plain DuckDB scan of `tokens` (issue 14).
 
-    python bench/scale.py --requests 10000 100000 [--dataset 1000000=/tmp/layout-1m]
-                          [--out /tmp/traceq-scale] [--keep]
+    python bench/scale.py --requests 10000 100000 [--raw 1000000=/tmp/traceq-large]
+                          [--dataset 1000000=/tmp/layout-1m] [--out /tmp/traceq-scale] [--keep]
 
 For each size: `traceq synth large --requests N` (not timed), then in a fresh process each
 (bench/harness.py: wall seconds seen by the parent, the child's VmHWM), and the child's own
@@ -18,7 +18,9 @@ seconds of work (imports excluded; ratios are taken on these):
   pruned      a one-minute `ts` filter on token_gaps, with DuckDB's JSON profile: row groups
               read of those it could read (the layout's pruning, traceq/layout.py)
 
-`--dataset N=DIR` measures an already ingested dataset (no synth, no ingest row). Prints one
+`--raw N=DIR` ingests pre-generated raw files (DIR/traces.otlp.jsonl and DIR/dcgm.prom, read
+only; no synth) into --out/ds-N; `--dataset N=DIR` measures an already ingested dataset (no
+synth, no ingest row). Prints one
 Markdown table (ratios to `scan` of the same size) and the dataset's bytes per request and
 per chunk (docs/SCALE.md derives the fleet estimate from them). Writes under --out only.
 """
@@ -162,6 +164,7 @@ def measure(
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, nargs="*", default=[10_000, 100_000])
+    ap.add_argument("--raw", nargs="*", default=[], help="N=DIR, raw files already generated")
     ap.add_argument("--dataset", nargs="*", default=[], help="N=DIR, already ingested")
     ap.add_argument("--out", type=Path, default=Path("/tmp/traceq-scale"))
     ap.add_argument("--keep", action="store_true", help="keep the datasets and raw files")
@@ -172,6 +175,8 @@ def main() -> None:
     plan: list[tuple[int, Path, Path | None]] = [
         (n, args.out / f"ds-{n}", synth(n, args.out)) for n in args.requests
     ]
+    raws = (x.split("=", 1) for x in args.raw)
+    plan += [(int(n), args.out / f"ds-{n}", Path(d)) for n, d in raws]
     plan += [(int(n), Path(d), None) for n, d in (x.split("=", 1) for x in args.dataset)]
     print("| requests | step | process s | work s | work × scan | peak RSS MiB |")
     print("|---|---|---:|---:|---:|---:|")

@@ -42,13 +42,12 @@ def _source(tmp_path: Path) -> Path:
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The source ingested with small row groups (the real ones hold 128 Ki-1 Mi rows;
-    DuckDB rounds a row group up to a multiple of 2,048 rows) and small batches, so that
-    the gaps filled while writing cross batch boundaries (every gap is 10 ms)."""
+    DuckDB rounds a row group up to a multiple of 2,048 rows), so that the gaps filled while
+    writing cross row-group and vector boundaries (every gap is 10 ms)."""
     tmp = tmp_path_factory.mktemp("layout")
     ds = tmp / "ds"
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(layout, "ROW_GROUP_ROWS", {"tokens": 2048})
-        mp.setattr(layout, "TOKEN_BATCH_ROWS", 4096)  # batches end inside a request
         traceq.ingest([_source(tmp)], ds, options=IngestOptions(instance=INSTANCE))
     return ds
 

@@ -17,7 +17,7 @@ Within a file, rows are sorted by `traceq/sql/layout.sql`: requests by arrival, 
 their request's first chunk then request id, view and idx (each request's chunks together, in
 order, and requests in time order), the other tables by time. A request's chunks stay in one
 file, the `day=` of its first chunk, and `tokens.gap_ns` left null by a reader (OTLP) is
-filled here from that order (`_write_tokens`), so no ingest runs a window over every chunk.
+filled there from that order (a streaming `lag`), so no ingest runs a window over every chunk.
 Row groups hold `ROW_GROUP_ROWS` rows, so each covers a short stretch of time and a time filter
 reads only the row groups (min/max of the time column) that overlap it. The sort runs in
 DuckDB under `LAYOUT_MEMORY`, spilling to the source's staging folder beyond it, so its memory
@@ -31,9 +31,6 @@ import urllib.parse
 from pathlib import Path
 
 import duckdb
-import polars as pl
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from traceq.schema import TABLES, empty
 from traceq.spill import spilling_duckdb
@@ -55,14 +52,9 @@ ROW_GROUP_ROWS = {"tokens": 1 << 19}
 """Rows per Parquet row group (default `DEFAULT_ROW_GROUP_ROWS`; DuckDB rounds up to a multiple
 of 2,048). A sorted `tokens` row is ~2 bytes compressed (measured, docs/PERFORMANCE.md), so
 512 Ki rows is ~1 MB a group: about 5 min of one replica at the `large` scenario's 1,700
-chunks/s, fine enough that a time filter skips most groups. The groups are built in memory
-while `gap_ns` is filled (~90 MB at ~170 bytes a row uncompressed), which is what bounds them
-from above. Other tables have fewer, wider rows: 128 Ki `requests` rows are ~1 hour of one
-replica at 30 req/s (~5.5 MB)."""
+chunks/s, fine enough that a time filter skips most groups. Other tables have fewer, wider
+rows: 128 Ki `requests` rows are ~1 hour of one replica at 30 req/s (~5.5 MB)."""
 DEFAULT_ROW_GROUP_ROWS = 1 << 17
-
-TOKEN_BATCH_ROWS = 1 << 16
-"""Rows of sorted tokens held at a time while `gap_ns` is filled (plus one row group)."""
 
 LAYOUT_MEMORY = "512MB"
 """DuckDB memory limit of the sort that lays out one source (spills to disk beyond it). DuckDB
@@ -140,49 +132,6 @@ def _write_days(
         day_col = duckdb.ColumnExpression("_day")
         match = day_col.isnull() if day is None else day_col == duckdb.ConstantExpression(day)
         rel_rows = (laid if len(days) == 1 else laid.filter(match)).select(*columns)
-        if table == "tokens":
-            _write_tokens(rel_rows, path, rows)
-        else:
-            rel_rows.write_parquet(str(path), compression="zstd", row_group_size=rows)
+        rel_rows.write_parquet(str(path), compression="zstd", row_group_size=rows)
         files[rel] = path
     return files
-
-
-def _write_tokens(rows: duckdb.DuckDBPyRelation, path: Path, group_rows: int) -> None:
-    """Stream sorted tokens to `path`, filling `gap_ns` where the reader left it null: the
-    time since the previous chunk of the same request row, which in this order is the row
-    before (the window a reader would otherwise run over every chunk, without its memory)."""
-    writer: pq.ParquetWriter | None = None
-    held: list[pa.Table] = []
-    last: pl.DataFrame | None = None
-    try:
-        for batch in rows.to_arrow_reader(TOKEN_BATCH_ROWS):
-            frame = _fill_gaps(pl.from_arrow(batch), last)  # type: ignore[arg-type]
-            last = frame.tail(1)
-            held.append(frame.to_arrow())
-            while sum(t.num_rows for t in held) >= group_rows:
-                whole = pa.concat_tables(held)
-                writer = writer or pq.ParquetWriter(path, whole.schema, compression="zstd")
-                writer.write_table(whole.slice(0, group_rows), row_group_size=group_rows)
-                held = [whole.slice(group_rows)]
-        if held and (writer is None or sum(t.num_rows for t in held)):
-            whole = pa.concat_tables(held)
-            writer = writer or pq.ParquetWriter(path, whole.schema, compression="zstd")
-            writer.write_table(whole, row_group_size=group_rows)
-    finally:
-        if writer is not None:
-            writer.close()
-
-
-def _fill_gaps(frame: pl.DataFrame, last: pl.DataFrame | None) -> pl.DataFrame:
-    both = frame if last is None else pl.concat([last, frame])
-    same = pl.col("request_id").eq_missing(pl.col("request_id").shift(1)) & pl.col(
-        "view"
-    ).eq_missing(pl.col("view").shift(1))
-    gap = (
-        pl.when(pl.col("gap_ns").is_null() & same & (pl.col("idx") > 0))
-        .then(pl.col("ts") - pl.col("ts").shift(1))
-        .otherwise(pl.col("gap_ns"))
-    )
-    both = both.with_columns(gap_ns=gap)
-    return both if last is None else both.slice(1)

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from traceq.dataset import SourceWriter
 
 # DuckDB's own default is 80 % of RAM; ingest runs beside other work, so a second pass holds
-# at most this much and spills the rest (RSS stays flat whatever the file size).
+# at most this much and spills the rest (RSS stays flat whatever the file size). The same limit
+# for every ingester: their SQL keeps to operators DuckDB can spill (traceq/sql/
+# otel_finalize.sql says which did not), so a larger file is slower, never larger in memory.
 SECOND_PASS_MEMORY = "512MB"
 
 

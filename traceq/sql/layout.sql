@@ -3,6 +3,11 @@
 -- `day=` partition. Inputs: _staged_<table>, one view per partitioned table (empty when the
 -- source has none). Outputs: _laid_<table> (sorted rows plus _day) and _days_<table>.
 
+-- One thread: two threads each buffer a sort run and a Parquet row group of wide `spans` rows
+-- (their JSON attributes), which ran out of the 512 MB LAYOUT_MEMORY at 1 M requests (2 M
+-- spans: "failed to allocate data of size 16.0 MiB"); one thread laid them out at 628 MiB.
+SET threads = 1;
+
 CREATE OR REPLACE TEMP MACRO _utc_day(ns) AS strftime(make_timestamp(ns // 1000), '%Y-%m-%d');
 
 -- requests in arrival order (request_pick.sql and the views read them in that order too)
@@ -14,16 +19,34 @@ ORDER BY t_arrival NULLS LAST, request_id, view;
 -- tokens: each request's chunks together and in order (the views join on request_id and
 -- read a request's chunks by idx), requests ordered by their first chunk, so that a row
 -- group spans a short stretch of time (its min/max ts prune a time filter). A request's
--- chunks stay together in the day of its first chunk (gap_ns is filled from this order).
+-- chunks stay together in the day of its first chunk.
+-- gap_ns left null by a reader (OTLP) is filled here: the time since the previous chunk of
+-- the same request, which in this order is the row before. `lag() OVER ()` (no partition, no
+-- order of its own) streams over the sorted rows, one row back, so no window holds the
+-- chunks; it is taken before a day's filter, and a day's first row is a request's first chunk.
 CREATE OR REPLACE TEMP VIEW _laid_tokens AS
 WITH starts AS (
     SELECT request_id, view, min(ts) AS _t0 FROM _staged_tokens GROUP BY ALL
+),
+sorted AS (
+    SELECT t.*, _utc_day(s._t0) AS _day
+    FROM _staged_tokens AS t
+    LEFT JOIN starts AS s
+        ON s.request_id IS NOT DISTINCT FROM t.request_id AND s.view IS NOT DISTINCT FROM t.view
+    ORDER BY s._t0 NULLS LAST, t.request_id, t.view, t.idx, t.ts
 )
-SELECT t.*, _utc_day(s._t0) AS _day
-FROM _staged_tokens AS t
-LEFT JOIN starts AS s
-    ON s.request_id IS NOT DISTINCT FROM t.request_id AND s.view IS NOT DISTINCT FROM t.view
-ORDER BY s._t0 NULLS LAST, t.request_id, t.view, t.idx, t.ts;
+SELECT * REPLACE (
+    coalesce(
+        gap_ns,
+        CASE
+            WHEN idx > 0
+                AND request_id IS NOT DISTINCT FROM lag(request_id) OVER ()
+                AND view IS NOT DISTINCT FROM lag(view) OVER ()
+                THEN ts - lag(ts) OVER ()
+        END
+    ) AS gap_ns
+)
+FROM sorted;
 
 CREATE OR REPLACE TEMP VIEW _laid_spans AS
 SELECT *, _utc_day(t_start) AS _day FROM _staged_spans

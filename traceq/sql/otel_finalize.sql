@@ -3,6 +3,11 @@
 -- stage_events. Outputs: the otel_* views below, each written to the table of that name.
 -- No output is sorted here: the dataset sorts each table as it lays it out (traceq/sql/
 -- layout.sql), out of core, so a sort here would only be paid twice.
+-- Bounded memory: the pass runs under a fixed DuckDB memory limit (traceq/ingest/otel/
+-- __init__.py) whatever the file size, so every statement is one DuckDB can spill: at most
+-- one large hash join per statement (a pipeline probing two large hash tables at once does
+-- not spill; such chains are split into temp tables, which do), no window over whole span
+-- rows, and no window partition that grows with the file.
 -- Stamp precedence for each request (docs/METRICS.md): token events / arrays, then phase
 -- child spans (vLLM, SGLang), then engine-core events, then gen_ai.latency.* attributes,
 -- then the span's own start / end.
@@ -11,108 +16,172 @@
 CREATE OR REPLACE TEMP MACRO _sec_ns(x) AS CAST(round(TRY_CAST(x AS DOUBLE) * 1e9) AS BIGINT);
 CREATE OR REPLACE TEMP MACRO _int(x) AS CAST(TRY_CAST(x AS DOUBLE) AS BIGINT);
 
-CREATE OR REPLACE TEMP VIEW _ranked AS
-SELECT
-    *,
-    row_number() OVER (PARTITION BY trace_id, span_id ORDER BY _span) AS copy_no,
-    min(_line) OVER (PARTITION BY trace_id, span_id) AS first_line
-FROM stage_spans;
+-- A span seen twice (same trace and span id) is kept once, its first copy (lowest _span);
+-- the later copies are rejected. Found with an aggregate over the key columns, not a window
+-- over whole span rows: DuckDB's window holds a partition's rows with their JSON attributes
+-- in memory, so a window over every span did not fit a bounded second pass.
+CREATE OR REPLACE TEMP TABLE _dup_keys AS
+SELECT trace_id, span_id, min(_span) AS first_span, min(_line) AS first_line
+FROM stage_spans
+GROUP BY ALL
+HAVING count(*) > 1;
 
--- A span seen twice (same trace and span id) is kept once; the later copies are rejected.
 CREATE OR REPLACE TEMP VIEW otel_duplicates AS
 SELECT
-    format('line {} span {}', _line, _span) AS location,
-    format('duplicate span {} of trace {} (first seen on line {})', span_id, trace_id, first_line)
+    format('line {} span {}', s._line, s._span) AS location,
+    format('duplicate span {} of trace {} (first seen on line {})', s.span_id, s.trace_id, d.first_line)
         AS reason,
-    name AS raw
-FROM _ranked
-WHERE copy_no > 1;
+    s.name AS raw
+FROM stage_spans AS s
+JOIN _dup_keys AS d
+    ON d.trace_id IS NOT DISTINCT FROM s.trace_id AND d.span_id IS NOT DISTINCT FROM s.span_id
+WHERE s._span <> d.first_span;
 
 CREATE OR REPLACE TEMP TABLE _kept AS
-SELECT * EXCLUDE (copy_no, first_line) FROM _ranked WHERE copy_no = 1;
+SELECT s.*
+FROM stage_spans AS s
+LEFT JOIN _dup_keys AS d
+    ON d.trace_id IS NOT DISTINCT FROM s.trace_id AND d.span_id IS NOT DISTINCT FROM s.span_id
+WHERE d.first_span IS NULL OR s._span = d.first_span;
 
 -- Each span's request: the nearest request span among itself and four ancestors (SGLang
 -- nests stage slices under a thread span under the request root: research/otel_producers.md
 -- §3). A request span nested under another server-side request span is a stage of it
 -- (vLLM-Omni `llm_request` stages under `omni_request`); under a CLIENT span it stays itself.
-CREATE OR REPLACE TEMP TABLE _owner AS
-WITH k AS (
-    SELECT
-        _span,
-        trace_id,
-        span_id,
-        parent_id,
-        is_request,
-        is_request AND kind IS DISTINCT FROM 'CLIENT' AS is_outer
-    FROM _kept
-)
+-- The walk up is one join per statement (_up1 .. _up3, then _owner).
+CREATE OR REPLACE TEMP TABLE _hop0 AS
+SELECT
+    _span,
+    trace_id,
+    span_id,
+    parent_id,
+    instance,
+    is_request,
+    is_request AND kind IS DISTINCT FROM 'CLIENT' AS is_outer
+FROM _kept;
+
+CREATE OR REPLACE TEMP TABLE _up1 AS
 SELECT
     c._span,
+    c.instance,
+    c.is_request AS r0,
+    p.trace_id AS t1,
+    p.parent_id AS u1,
+    p._span AS s1,
+    p.is_request AS r1,
+    p.is_outer AS o1
+FROM _hop0 AS c
+LEFT JOIN _hop0 AS p ON p.trace_id = c.trace_id AND p.span_id = c.parent_id;
+
+CREATE OR REPLACE TEMP TABLE _up2 AS
+SELECT
+    a.*,
+    p.trace_id AS t2,
+    p.parent_id AS u2,
+    p._span AS s2,
+    p.is_request AS r2,
+    p.is_outer AS o2
+FROM _up1 AS a
+LEFT JOIN _hop0 AS p ON p.trace_id = a.t1 AND p.span_id = a.u1;
+
+CREATE OR REPLACE TEMP TABLE _up3 AS
+SELECT
+    a.*,
+    p.trace_id AS t3,
+    p.parent_id AS u3,
+    p._span AS s3,
+    p.is_request AS r3,
+    p.is_outer AS o3
+FROM _up2 AS a
+LEFT JOIN _hop0 AS p ON p.trace_id = a.t2 AND p.span_id = a.u2;
+
+CREATE OR REPLACE TEMP TABLE _owner AS
+SELECT
+    a._span,
+    a.instance,
     CASE
-        WHEN c.is_request THEN c._span
-        WHEN p1.is_request THEN p1._span
-        WHEN p2.is_request THEN p2._span
-        WHEN p3.is_request THEN p3._span
-        WHEN p4.is_request THEN p4._span
+        WHEN a.r0 THEN a._span
+        WHEN a.r1 THEN a.s1
+        WHEN a.r2 THEN a.s2
+        WHEN a.r3 THEN a.s3
+        WHEN p.is_request THEN p._span
     END AS req_span,
     CASE
-        WHEN NOT c.is_request THEN NULL
-        WHEN p1.is_request THEN CASE WHEN p1.is_outer THEN p1._span END
-        WHEN p2.is_request THEN CASE WHEN p2.is_outer THEN p2._span END
-        WHEN p3.is_request THEN CASE WHEN p3.is_outer THEN p3._span END
+        WHEN NOT a.r0 THEN NULL
+        WHEN a.r1 THEN CASE WHEN a.o1 THEN a.s1 END
+        WHEN a.r2 THEN CASE WHEN a.o2 THEN a.s2 END
+        WHEN a.r3 THEN CASE WHEN a.o3 THEN a.s3 END
     END AS outer_span
-FROM k AS c
-LEFT JOIN k AS p1 ON p1.trace_id = c.trace_id AND p1.span_id = c.parent_id
-LEFT JOIN k AS p2 ON p2.trace_id = p1.trace_id AND p2.span_id = p1.parent_id
-LEFT JOIN k AS p3 ON p3.trace_id = p2.trace_id AND p3.span_id = p2.parent_id
-LEFT JOIN k AS p4 ON p4.trace_id = p3.trace_id AND p4.span_id = p3.parent_id;
+FROM _up3 AS a
+LEFT JOIN _hop0 AS p ON p.trace_id = a.t3 AND p.span_id = a.u3;
 
+DROP TABLE _up1;
+DROP TABLE _up2;
+DROP TABLE _up3;
+DROP TABLE _hop0;
+
+CREATE OR REPLACE TEMP TABLE _req_base AS
+SELECT
+    k._span,
+    k.trace_id,
+    k.span_id,
+    k.t_start,
+    o.outer_span,
+    coalesce(k.a_request_id, k.a_rid, k.a_response_id, k.span_id) AS own_id,
+    CASE k.kind WHEN 'CLIENT' THEN 'client' ELSE 'server' END AS view
+FROM _kept AS k
+JOIN _owner AS o USING (_span)
+WHERE k.is_request;
+
+-- The stage number is a window over the stages of one outer request only (a window over
+-- every request would be one partition as large as the file).
 CREATE OR REPLACE TEMP TABLE _req AS
-WITH base AS (
-    SELECT
-        k._span,
-        k.trace_id,
-        k.span_id,
-        k.t_start,
-        o.outer_span,
-        coalesce(k.a_request_id, k.a_rid, k.a_response_id, k.span_id) AS own_id,
-        CASE k.kind WHEN 'CLIENT' THEN 'client' ELSE 'server' END AS view
-    FROM _kept AS k
-    JOIN _owner AS o USING (_span)
-    WHERE k.is_request
-)
+SELECT _span, trace_id, span_id, own_id AS request_id, view
+FROM _req_base
+WHERE outer_span IS NULL
+UNION ALL
+-- a stage of a multi-stage request: `<root id>/stage<n>`, n by start time from 0
 SELECT
     b._span,
     b.trace_id,
     b.span_id,
-    -- a stage of a multi-stage request: `<root id>/stage<n>`, n by start time from 0
-    CASE
-        WHEN b.outer_span IS NULL THEN b.own_id
-        ELSE format(
-            '{}/stage{}',
-            o.own_id,
-            row_number() OVER (PARTITION BY b.outer_span ORDER BY b.t_start, b._span) - 1
-        )
-    END AS request_id,
+    format(
+        '{}/stage{}',
+        o.own_id,
+        row_number() OVER (PARTITION BY b.outer_span ORDER BY b.t_start, b._span) - 1
+    ) AS request_id,
     b.view
-FROM base AS b
-LEFT JOIN base AS o ON o._span = b.outer_span;
+FROM _req_base AS b
+LEFT JOIN _req_base AS o ON o._span = b.outer_span
+WHERE b.outer_span IS NOT NULL;
+
+DROP TABLE _req_base;
+
+-- Each kept span's instance and request id (null outside a request), for spans and events.
+CREATE OR REPLACE TEMP TABLE _span_req AS
+SELECT o._span, o.instance, r.request_id
+FROM _owner AS o
+LEFT JOIN _req AS r ON r._span = o.req_span;
 
 -- SGLang decode_loop slices that cannot be a request's decode steps: slices that overlap (a
 -- step starting before the previous one ended) or end outside the request span by more than
 -- 1 µs (float64 epoch seconds round to ~0.24 µs; traceq/ingest/otel/token_checks.py). Such a
 -- request's steps give no tokens (one quarantine row says why); the request is kept, its
 -- stamps from its prefill / decode slices and attributes.
+CREATE OR REPLACE TEMP TABLE _steps AS
+SELECT o.req_span AS _span, k._span AS step_span, k.t_start, k.t_end
+FROM _kept AS k
+JOIN _owner AS o USING (_span)
+WHERE k.role = 'decode_step' AND o.req_span IS NOT NULL;
+
 CREATE OR REPLACE TEMP TABLE _bad_steps AS
 WITH steps AS (
     SELECT
-        o.req_span AS _span,
-        k.t_start,
-        k.t_end,
-        lag(k.t_end) OVER (PARTITION BY o.req_span ORDER BY k.t_start, k._span) AS prev_end
-    FROM _kept AS k
-    JOIN _owner AS o USING (_span)
-    WHERE k.role = 'decode_step' AND o.req_span IS NOT NULL
+        _span,
+        t_start,
+        t_end,
+        lag(t_end) OVER (PARTITION BY _span ORDER BY t_start, step_span) AS prev_end
+    FROM _steps
 ),
 per_request AS (
     SELECT
@@ -147,9 +216,15 @@ FROM _bad_steps;
 
 -- Intervals given by child spans (nearest request ancestor): tokenize; vLLM's queue /
 -- prefill / decode spans; SGLang's stage slices; KV transfer (disaggregated serving).
-CREATE OR REPLACE TEMP VIEW _children AS
+CREATE OR REPLACE TEMP TABLE _child_spans AS
+SELECT o.req_span AS _span, k.role, k.t_start, k.t_end, k.a_preempted
+FROM _kept AS k
+JOIN _owner AS o USING (_span)
+WHERE k.role IS NOT NULL AND NOT k.is_request AND o.req_span IS NOT NULL;
+
+CREATE OR REPLACE TEMP TABLE _children AS
 SELECT
-    o.req_span AS _span,
+    k._span,
     max(k.t_end) FILTER (WHERE k.role = 'tokenize') AS tokenize_end,
     min(k.t_start) FILTER (WHERE k.role = 'queue') AS queue_start,
     max(k.t_end) FILTER (WHERE k.role = 'queue') AS queue_end,
@@ -166,15 +241,15 @@ SELECT
     max(k.t_end) FILTER (WHERE k.role = 'kv_transfer') AS kv_end,
     count(*) FILTER (WHERE k.role IN ('queue', 'prefill', 'decode')) AS phase_spans,
     count(*) FILTER (WHERE k.a_preempted = 'true') AS preempted_spans
-FROM _kept AS k
-JOIN _owner AS o USING (_span)
-LEFT JOIN _bad_steps AS b ON b._span = o.req_span
-WHERE k.role IS NOT NULL AND NOT k.is_request AND o.req_span IS NOT NULL
-GROUP BY ALL;
+FROM _child_spans AS k
+LEFT JOIN _bad_steps AS b ON b._span = k._span
+GROUP BY k._span;
+
+DROP TABLE _child_spans;
 
 -- Span events of each request (and of its descendants): engine-core queued / scheduled,
 -- preemptions (vLLM PREEMPTED, SGLang retract), TensorRT-LLM KV-transfer boundaries.
-CREATE OR REPLACE TEMP VIEW _request_events AS
+CREATE OR REPLACE TEMP TABLE _request_events AS
 SELECT
     o.req_span AS _span,
     min(e.ts) FILTER (WHERE e.kind = 'queued') AS queued,
@@ -190,13 +265,11 @@ GROUP BY ALL;
 
 -- SGLang per-step timing: the first token at the end of prefill_forward, then one chunk at
 -- the end of each decode_loop slice (research §6.2), scheduled at the slice start.
-CREATE OR REPLACE TEMP VIEW _step_tokens AS
+CREATE OR REPLACE TEMP TABLE _step_tokens AS
 WITH steps AS (
-    SELECT o.req_span AS _span, k.t_end AS ts, k.t_start AS t_scheduled
-    FROM _kept AS k
-    JOIN _owner AS o USING (_span)
-    WHERE k.role = 'decode_step' AND o.req_span IS NOT NULL
-        AND o.req_span NOT IN (SELECT _span FROM _bad_steps)
+    SELECT _span, t_end AS ts, t_start AS t_scheduled
+    FROM _steps
+    WHERE _span NOT IN (SELECT _span FROM _bad_steps)
     UNION ALL
     SELECT _span, prefill_end, prefill_start FROM _children
     WHERE decode_steps > 0 AND prefill_end IS NOT NULL
@@ -206,51 +279,89 @@ SELECT
     ts,
     t_scheduled,
     CAST(row_number() OVER (PARTITION BY _span ORDER BY ts) - 1 AS BIGINT) AS idx
-FROM steps;
+FROM steps
+-- a request that also has token events keeps those (they are finer)
+WHERE _span IN (SELECT _span FROM _kept WHERE is_request AND tok_chunks IS NULL);
+
+-- Each request's child-span and event stamps beside its id, one join per statement.
+CREATE OR REPLACE TEMP TABLE _req_children AS
+SELECT
+    r.*,
+    c.tokenize_end AS c_tokenize_end,
+    c.queue_start AS c_queue_start,
+    c.queue_end AS c_queue_end,
+    c.decode_queue_start AS c_decode_queue_start,
+    c.decode_queue_end AS c_decode_queue_end,
+    c.prefill_start AS c_prefill_start,
+    c.prefill_end AS c_prefill_end,
+    c.decode_start AS c_decode_start,
+    c.decode_end AS c_decode_end,
+    c.decode_steps AS c_decode_steps,
+    c.step_last AS c_step_last,
+    c.kv_start AS c_kv_start,
+    c.kv_end AS c_kv_end,
+    c.phase_spans AS c_phase_spans,
+    c.preempted_spans AS c_preempted_spans
+FROM _req AS r
+LEFT JOIN _children AS c USING (_span);
+
+CREATE OR REPLACE TEMP TABLE _req_stamps AS
+SELECT
+    r.*,
+    ev.queued AS ev_queued,
+    ev.scheduled AS ev_scheduled,
+    ev.preemptions AS ev_preemptions,
+    ev.kv_start AS ev_kv_start,
+    ev.kv_end AS ev_kv_end,
+    ev.engine_events AS ev_engine_events
+FROM _req_children AS r
+LEFT JOIN _request_events AS ev USING (_span);
+
+DROP TABLE _req_children;
 
 CREATE OR REPLACE TEMP VIEW otel_requests AS
 SELECT * EXCLUDE (_scheduled, _queued) FROM (
 SELECT
-    r.request_id,
-    r.view,
+    x.request_id,
+    x.view,
     s.instance,
     coalesce(s.a_response_model, s.a_request_model) AS model,
     s.t_start AS t_arrival,
-    coalesce(c.kv_start, ev.kv_start) AS t_kv_transfer_start,
-    coalesce(c.kv_end, ev.kv_end) AS t_kv_transfer_end,
+    coalesce(x.c_kv_start, x.ev_kv_start) AS t_kv_transfer_start,
+    coalesce(x.c_kv_end, x.ev_kv_end) AS t_kv_transfer_end,
     -- with a KV transfer and no tokenize span, the time before the transfer is the first phase
     coalesce(
-        c.tokenize_end,
+        x.c_tokenize_end,
         CASE WHEN t_kv_transfer_start IS NOT NULL THEN greatest(s.t_start, t_kv_transfer_start) END
     ) AS t_tokenized,
     coalesce(
-        s.tok_first, c.prefill_end, c.decode_start, s.t_start + _sec_ns(s.a_ttft_s)
+        s.tok_first, x.c_prefill_end, x.c_decode_start, s.t_start + _sec_ns(s.a_ttft_s)
     ) AS t_first_token,
     coalesce(
         s.tok_last,
-        c.step_last,
-        c.decode_end,
+        x.c_step_last,
+        x.c_decode_end,
         -- SGLang, a single output token: no decode slices, the prefill produced it
-        CASE WHEN s.a_rid IS NOT NULL THEN c.prefill_end END,
+        CASE WHEN s.a_rid IS NOT NULL THEN x.c_prefill_end END,
         s.t_start + _sec_ns(s.a_e2e_s),
         t_first_token + _sec_ns(s.a_decode_s),
         s.t_end
     ) AS t_last_token,
     coalesce(
-        c.queue_end,
-        c.prefill_start,
-        c.decode_queue_end,
-        ev.scheduled,
+        x.c_queue_end,
+        x.c_prefill_start,
+        x.c_decode_queue_end,
+        x.ev_scheduled,
         -- SGLang's time_in_model_prefill includes queueing (research §3): its slices win
         CASE WHEN s.a_rid IS NULL THEN t_first_token - _sec_ns(s.a_prefill_s) END,
-        coalesce(c.tokenize_end, s.t_start) + _sec_ns(s.a_queue_s)
+        coalesce(x.c_tokenize_end, s.t_start) + _sec_ns(s.a_queue_s)
     ) AS _scheduled,
     coalesce(
-        c.queue_start,
-        c.decode_queue_start,
-        ev.queued,
+        x.c_queue_start,
+        x.c_decode_queue_start,
+        x.ev_queued,
         _scheduled - _sec_ns(s.a_queue_s),
-        c.tokenize_end
+        x.c_tokenize_end
     ) AS _queued,
     -- the queue starts once the KV cache has arrived (docs/METRICS.md, KV transfer)
     CASE
@@ -262,7 +373,7 @@ SELECT
     coalesce(
         _int(coalesce(s.a_completion_tokens, s.a_output_tokens)),
         s.tok_count,
-        CASE WHEN s.a_rid IS NOT NULL AND c.prefill_end IS NOT NULL THEN c.decode_steps + 1 END
+        CASE WHEN s.a_rid IS NOT NULL AND x.c_prefill_end IS NOT NULL THEN x.c_decode_steps + 1 END
     ) AS output_tokens,
     _int(coalesce(s.a_cached_tokens, s.a_cache_read_tokens, s.a_step_cached_tokens))
         AS cached_tokens,
@@ -280,15 +391,13 @@ SELECT
         ELSE s.a_error_type
     END AS error,
     CASE
-        WHEN c.phase_spans > 0 OR ev.engine_events > 0 OR s.a_rid IS NOT NULL
-            THEN coalesce(c.preempted_spans, 0) + coalesce(ev.preemptions, 0)
+        WHEN x.c_phase_spans > 0 OR x.ev_engine_events > 0 OR s.a_rid IS NOT NULL
+            THEN coalesce(x.c_preempted_spans, 0) + coalesce(x.ev_preemptions, 0)
     END AS n_preemptions,
-    s.tok_chunks IS NOT NULL OR c.decode_steps > 0 AS streaming,
+    s.tok_chunks IS NOT NULL OR x.c_decode_steps > 0 AS streaming,
     1 AS time_resolution_ns
 FROM _kept AS s
-JOIN _req AS r USING (_span)
-LEFT JOIN _children AS c USING (_span)
-LEFT JOIN _request_events AS ev USING (_span)
+JOIN _req_stamps AS x USING (_span)
 );
 
 -- gap_ns (TBT, the time since the previous chunk of the same request) is left null: the
@@ -313,9 +422,6 @@ WITH chunks AS (
     SELECT r.request_id, r.view, t.idx, t.ts, 1, t.t_scheduled, NULL, NULL, NULL, 'epoch'
     FROM _step_tokens AS t
     JOIN _req AS r USING (_span)
-    -- a request that also has token events keeps those (they are finer)
-    JOIN _kept AS k USING (_span)
-    WHERE k.tok_chunks IS NULL
 )
 SELECT *, NULL::BIGINT AS gap_ns FROM chunks;
 
@@ -331,21 +437,18 @@ SELECT
     k.t_end,
     k.status_code,
     k.attributes_json AS attributes,
-    r.request_id
+    o.request_id
 FROM _kept AS k
-JOIN _owner AS o USING (_span)
-LEFT JOIN _req AS r ON r._span = o.req_span;
+JOIN _span_req AS o USING (_span);
 
 CREATE OR REPLACE TEMP VIEW otel_events AS
 SELECT
     e.ts,
-    k.instance,
+    o.instance,
     e.kind,
     'INFO' AS severity,
-    r.request_id,
+    o.request_id,
     e.value,
     e.message
 FROM stage_events AS e
-JOIN _kept AS k USING (_span)
-JOIN _owner AS o USING (_span)
-LEFT JOIN _req AS r ON r._span = o.req_span;
+JOIN _span_req AS o USING (_span);

@@ -55,11 +55,10 @@ _OUTPUTS = {
     "otel_bad_steps": "quarantine",
 }
 _STAGES = ("stage_spans", "stage_tokens", "stage_events")
-# DuckDB's limit for otel_finalize.sql. At 512 MB the 1 M-request benchmark file (56 M chunks,
-# 2 M spans) failed whole ("failed to pin block"), so nothing of it was ingested; 1.5 GB
-# completes it at about 2.4 GB peak RSS (docs/PERFORMANCE.md, "Scale"). A larger peak beats a
-# lost file; bounding this pass at 1 M is still open there.
-FINALIZE_MEMORY = "1536MB"
+OUTPUT_BATCH_ROWS = 1 << 16
+"""Rows of a second-pass output held at a time on their way to the writer: a batch of `spans`
+rows with their JSON attributes is ~30 MB at 64 Ki (at 256 Ki the 1 M-request file's spans
+peaked 320 MiB higher; docs/PERFORMANCE.md, "Ingest memory at 1 M requests")."""
 
 
 def sniff(source: Source) -> str | None:
@@ -115,7 +114,7 @@ def ingest(
 
 
 def _finalize(writer: SourceWriter, schemas: dict[str, pl.Schema]) -> None:
-    with second_pass(writer, FINALIZE_MEMORY) as con:  # spills beyond: bounded RSS
+    with second_pass(writer) as con:  # fixed limit, spills beyond: bounded RSS
         empty = {}
         for stage in _STAGES:
             writer.close(stage)
@@ -127,6 +126,6 @@ def _finalize(writer: SourceWriter, schemas: dict[str, pl.Schema]) -> None:
                 con.register(stage, empty[stage])
         con.execute(load("otel_finalize"))
         for view, table in _OUTPUTS.items():
-            reader = con.table(view).to_arrow_reader(1 << 18)
+            reader = con.table(view).to_arrow_reader(OUTPUT_BATCH_ROWS)
             for batch in reader:
                 writer.write(table, pl.from_arrow(batch))  # type: ignore[arg-type]

@@ -56,7 +56,10 @@ def duckdb_child(dataset: str, whole: bool) -> dict:
     from traceq.session import Session
 
     with Session(dataset, time_limit_s=3600) as s:
-        out = {"stalls": s.query(STALLS).row(0), "window": s.query(WINDOW).row(0)}
+        out: dict[str, object] = {
+            "stalls": s.query(STALLS).row(0),
+            "window": s.query(WINDOW).row(0),
+        }
         if whole:
             started = time.perf_counter()
             out["whole"] = s.query(WHOLE).row(0)

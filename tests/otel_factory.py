@@ -79,10 +79,12 @@ def v0_attributes(request_id: str, *, queue: int, ttft: int, e2e: int, **extra) 
     }
 
 
-def make_spans(specs: list[RequestSpec], service: str = "vllm-server") -> list[ReadableSpan]:
+def make_spans(
+    specs: list[RequestSpec], service: str = "vllm-server", instance: str = "pod-a"
+) -> list[ReadableSpan]:
     memory = InMemorySpanExporter()
     provider = TracerProvider(
-        resource=Resource.create({"service.name": service, "service.instance.id": "pod-a"})
+        resource=Resource.create({"service.name": service, "service.instance.id": instance})
     )
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer("vllm.tracing")

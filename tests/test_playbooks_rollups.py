@@ -95,3 +95,42 @@ def test_request_gaps_in_parts_are_the_views_rows(jitter, monkeypatch):
         parts = s.query(f"SELECT {cols} FROM _request_gaps ORDER BY ALL")
     assert whole.height > 0
     assert parts.equals(whole)
+
+
+def test_a_prefill_stalls_only_its_own_engines_gaps(tmp_path):
+    """On a dataset of two replicas, a long prompt prefilled on pod-a does not count in the
+    gaps of a request decoding on pod-b at the same time; pod-b's own prefill does."""
+    from tests.otel_factory import MS, T0, RequestSpec, make_spans, write_otlp_json
+    from traceq.ingest import ingest
+
+    def request(rid: str, arrival: int, tokens: list[int], prompt: int) -> RequestSpec:
+        attrs = {
+            "gen_ai.request.id": rid,
+            "gen_ai.usage.prompt_tokens": prompt,
+            "gen_ai.usage.completion_tokens": len(tokens),
+        }
+        return RequestSpec(rid, arrival=arrival, tokens=tokens, attributes=attrs)
+
+    decoding = [T0 + k * 10 * MS for k in range(10)] + [
+        T0 + 400 * MS + k * 10 * MS for k in range(10)
+    ]
+    pod_b = [
+        request("b-decoding", T0 - 50 * MS, decoding, 100),
+        request("b-prefill", T0 + 120 * MS, [T0 + 250 * MS, T0 + 260 * MS], 3000),
+    ]
+    pod_a = [request("a-prefill", T0 + 150 * MS, [T0 + 200 * MS, T0 + 210 * MS], 5000)]
+    files = [
+        write_otlp_json(make_spans(pod_b, instance="pod-b"), tmp_path / "b.jsonl"),
+        write_otlp_json(make_spans(pod_a, instance="pod-a"), tmp_path / "a.jsonl"),
+    ]
+    ingest(files, tmp_path / "ds")
+    with Session(tmp_path / "ds") as s:
+        stall = s.query(
+            "SELECT tbt_ms, prefill_tokens FROM gap_context "
+            "WHERE request_id = 'b-decoding' AND tbt_ms > 100"
+        ).to_dicts()
+        long_gaps = s.query(
+            "SELECT prefill_tokens FROM gap_stalls WHERE request_id = 'b-decoding'"
+        ).to_dicts()
+    assert stall == [{"tbt_ms": pytest.approx(310.0), "prefill_tokens": 3000}]
+    assert long_gaps == [{"prefill_tokens": 3000}]

@@ -30,6 +30,7 @@ from traceq.sql import load
 
 ROLLUPS = (
     "diag_window",
+    "_request_engine",
     "_prefill_timeline",
     "_request_gaps",
     "gap_stalls",

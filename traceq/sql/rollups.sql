@@ -19,19 +19,37 @@ SELECT c.request_id, c.source_id, 'client' AS view, c.ts, c.tbt_ns, c.tbt_ms
 FROM client_token_gaps AS c
 ANTI JOIN request_phases AS p ON p.request_id = c.request_id AND p.source_id = c.source_id;
 
--- Internal (not a public view): the running total of uncached prompt tokens whose prefill
--- finished (first token) by each time; a gap's prefill_tokens is the difference between its
--- two ends (ASOF joins in gap_context and gap_stalls).
+-- Internal (not a public view): which engine a request ran on, for the prefill timeline. A
+-- prefill stalls the decode steps of its own engine only, so on a dataset of several
+-- instances each has its own timeline; with one instance (or none named) every request is on
+-- the one engine, including requests whose row names no instance (sampled traces, a client
+-- export beside one server).
+CREATE OR REPLACE VIEW _request_engine AS
+SELECT
+    request_id,
+    CASE
+        WHEN (SELECT count(DISTINCT instance) FROM request_phases) > 1
+            THEN coalesce(instance, '')
+        ELSE ''
+    END AS engine
+FROM request_phases;
+
+-- Internal (not a public view): per engine, the running total of uncached prompt tokens whose
+-- prefill finished (first token) by each time; a gap's prefill_tokens is the difference
+-- between its two ends on its own request's engine (ASOF joins in gap_context and gap_stalls).
 CREATE OR REPLACE VIEW _prefill_timeline AS
 WITH firsts AS (
     SELECT
-        t_arrival + ttft_ns AS ts,
-        sum(greatest(coalesce(prompt_tokens, 0) - coalesce(cached_tokens, 0), 0)) AS tokens
-    FROM request_phases
-    WHERE ttft_ns IS NOT NULL
+        e.engine,
+        p.t_arrival + p.ttft_ns AS ts,
+        sum(greatest(coalesce(p.prompt_tokens, 0) - coalesce(p.cached_tokens, 0), 0)) AS tokens
+    FROM request_phases AS p
+    JOIN _request_engine AS e USING (request_id)
+    WHERE p.ttft_ns IS NOT NULL
     GROUP BY ALL
 )
-SELECT ts, sum(tokens) OVER (ORDER BY ts) AS cum_tokens FROM firsts;
+SELECT engine, ts, sum(tokens) OVER (PARTITION BY engine ORDER BY ts) AS cum_tokens
+FROM firsts;
 
 -- @view chunk_gaps
 -- One row per chunk of every request the rollups judge: the chunks of the row standing for
@@ -121,29 +139,32 @@ CREATE OR REPLACE VIEW _request_gaps AS (
 
 -- @view gap_context
 -- One row per chunk gap (token_gaps rows with a gap) with what else happened meanwhile:
--- the prompt tokens whose prefill other requests finished inside the gap (their first token
--- fell in it; request_phases, uncached prompt tokens), the request's median gap, and the
+-- the prompt tokens whose prefill other requests on the same engine finished inside the gap
+-- (their first token fell in it; request_phases, uncached prompt tokens; with several
+-- instances in the dataset, only the request's own instance counts), the request's median gap, and the
 -- view of the source. The input of interference and stall checks.
 CREATE OR REPLACE VIEW gap_context AS
 WITH gaps AS (
     SELECT
-        request_id,
-        source_id,
-        ts - CAST(tbt_ns AS BIGINT) AS ts_prev,
-        ts,
-        tbt_ms
-    FROM chunk_gaps
-    WHERE tbt_ns IS NOT NULL
+        c.request_id,
+        c.source_id,
+        coalesce(e.engine, '') AS engine,
+        c.ts - CAST(c.tbt_ns AS BIGINT) AS ts_prev,
+        c.ts,
+        c.tbt_ms
+    FROM chunk_gaps AS c
+    LEFT JOIN _request_engine AS e USING (request_id)
+    WHERE c.tbt_ns IS NOT NULL
 ),
 at_end AS (
     SELECT g.*, coalesce(t.cum_tokens, 0) AS cum_end
     FROM gaps AS g
-    ASOF LEFT JOIN _prefill_timeline AS t ON g.ts >= t.ts
+    ASOF LEFT JOIN _prefill_timeline AS t ON g.engine = t.engine AND g.ts >= t.ts
 ),
 at_both AS (
     SELECT g.*, coalesce(t.cum_tokens, 0) AS cum_start
     FROM at_end AS g
-    ASOF LEFT JOIN _prefill_timeline AS t ON g.ts_prev >= t.ts
+    ASOF LEFT JOIN _prefill_timeline AS t ON g.engine = t.engine AND g.ts_prev >= t.ts
 )
 SELECT
     -- Request id.
@@ -160,7 +181,8 @@ SELECT
     b.tbt_ms AS tbt_ms,
     -- The request's median gap (ms; request_tbt).
     q.tbt_q[1] AS req_tbt_p50_ms,
-    -- Uncached prompt tokens of requests whose first token fell inside the gap.
+    -- Uncached prompt tokens of requests on the same engine (instance) whose first token fell
+    -- inside the gap.
     b.cum_end - b.cum_start AS prefill_tokens
 FROM at_both AS b
 JOIN _request_gaps AS q ON q.request_id = b.request_id AND q.source_id = b.source_id;
@@ -179,24 +201,26 @@ WITH long AS (
 ),
 gaps AS (
     SELECT
-        request_id,
-        source_id,
-        view,
-        p50,
-        g.ts - g.tbt_ns AS ts_prev,
-        g.ts AS ts,
-        g.tbt_ns / 1e6 AS tbt_ms
-    FROM long
+        l.request_id,
+        l.source_id,
+        l.view,
+        l.p50,
+        coalesce(e.engine, '') AS engine,
+        l.g.ts - l.g.tbt_ns AS ts_prev,
+        l.g.ts AS ts,
+        l.g.tbt_ns / 1e6 AS tbt_ms
+    FROM long AS l
+    LEFT JOIN _request_engine AS e USING (request_id)
 ),
 at_end AS (
     SELECT g.*, coalesce(t.cum_tokens, 0) AS cum_end
     FROM gaps AS g
-    ASOF LEFT JOIN _prefill_timeline AS t ON g.ts >= t.ts
+    ASOF LEFT JOIN _prefill_timeline AS t ON g.engine = t.engine AND g.ts >= t.ts
 ),
 at_both AS (
     SELECT g.*, coalesce(t.cum_tokens, 0) AS cum_start
     FROM at_end AS g
-    ASOF LEFT JOIN _prefill_timeline AS t ON g.ts_prev >= t.ts
+    ASOF LEFT JOIN _prefill_timeline AS t ON g.engine = t.engine AND g.ts_prev >= t.ts
 )
 SELECT
     -- Request id.
@@ -213,7 +237,8 @@ SELECT
     tbt_ms,
     -- The request's median gap (ms; request_tbt).
     p50 AS req_tbt_p50_ms,
-    -- Uncached prompt tokens of requests whose first token fell inside the gap.
+    -- Uncached prompt tokens of requests on the same engine (instance) whose first token fell
+    -- inside the gap.
     cum_end - cum_start AS prefill_tokens
 FROM at_both;
 

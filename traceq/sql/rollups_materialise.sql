@@ -7,6 +7,7 @@
 -- _request_gaps starts empty here (LIMIT 0 runs nothing) and is filled in parts by request-id
 -- range (rollups_request_gaps.sql), so that one pass never holds every request's gaps.
 CREATE OR REPLACE TEMP TABLE diag_window AS SELECT * FROM main.diag_window;
+CREATE OR REPLACE TEMP TABLE _request_engine AS SELECT * FROM main._request_engine;
 CREATE OR REPLACE TEMP TABLE _prefill_timeline AS SELECT * FROM main._prefill_timeline;
 CREATE OR REPLACE TEMP TABLE _request_gaps AS SELECT * FROM main._request_gaps LIMIT 0;
 CREATE OR REPLACE TEMP TABLE gap_stalls AS SELECT * FROM main.gap_stalls;

@@ -171,6 +171,14 @@ def _set(sc: Scenario, values: dict[str, object]) -> Scenario:
 # comes from the traffic: a burst of arrivals against a cache sized to the traffic outside it,
 # or requests whose unique cache salt misses every shared prefix.
 WINDOWED_KNOBS: dict[str, tuple[Knob, ...]] = {
+    "long-output-tail": (
+        Knob("faults.long_output_fraction", "share of requests in the window",
+             "the minute holds ~50 requests: at the whole run's shares the quota puts one or "
+             "two long requests in it, one at strong (4 %), and one request is one user's long "
+             "answer, not a tail (long-request-tail's min_tail is 2); 6 % puts about three in "
+             "it at every intensity, the 'several' of the whole-run knob",
+             0.06, 0.06, 0.06),
+    ),
     "kv-pressure": (
         Knob("engine.kv_budget_tokens", "× the peak need of the traffic without the burst",
              "headroom: no preemption before the window",

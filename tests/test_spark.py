@@ -84,7 +84,8 @@ def assert_same_rows(duck: pl.DataFrame, spark: pl.DataFrame) -> None:
 
 
 @pytest.mark.parametrize(
-    "view", ["request_phases", "token_gaps", "kpi_latency", "gap_stalls", "gap_context"]
+    "view",
+    ["request_phases", "token_gaps", "kpi_latency", "gap_stalls", "gap_context", "request_gpu"],
 )
 def test_public_views_equal_duckdb(engines, view):
     duck, spark = engines

@@ -14,6 +14,9 @@ DuckDB constructs rewritten (and why each rewrite gives the same rows):
 - `quantile_cont(x, p)` / `quantile_cont(x, [p, ...])` → `percentile(x, p)`: both are the
   exact, linearly interpolated quantile (sqlglot would print `percentile_cont(x, p)`, which
   Spark accepts only as `WITHIN GROUP`).
+- `quantile_disc(x, p)` → `percentile_disc(p) WITHIN GROUP (ORDER BY x)`: both the
+  SQL-standard discrete quantile, an actual value of `x` (gpu.sql's bucket width for
+  `request_gpu`; tests/test_spark.py compares the view's rows).
 - `make_timestamp_ns(ns)` → `CAST(timestamp_micros(ns DIV 1000) AS TIMESTAMP_NTZ)`: Spark
   timestamps stop at microseconds, so the `*_at` columns are the same instant truncated to µs.
 - `ASOF [LEFT] JOIN r ON l.a >= r.b [AND l.k = r.k]`: Spark has no as-of join. It becomes
@@ -154,6 +157,9 @@ def _functions(tree: exp.Expr) -> exp.Expr:
     def rewrite(node: exp.Expr) -> exp.Expr:
         if isinstance(node, exp.PercentileCont) and not isinstance(node.parent, exp.WithinGroup):
             return exp.Anonymous(this="percentile", expressions=[node.this, node.expression])
+        if isinstance(node, exp.PercentileDisc) and not isinstance(node.parent, exp.WithinGroup):
+            order = exp.Order(expressions=[exp.Ordered(this=node.this, nulls_first=True)])
+            return exp.WithinGroup(this=exp.PercentileDisc(this=node.expression), expression=order)
         if isinstance(node, exp.Anonymous):
             name = node.name.lower()
             if name == "make_timestamp_ns":

@@ -6,11 +6,4 @@ set -euo pipefail
 if [ -x /usr/bin/chromium ]; then
     exit 0
 fi
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-    sudo="sudo"
-fi
-echo "tests/browser/setup.sh: installing Debian's chromium for the browser test" >&2
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
-test -x /usr/bin/chromium
+bash "$(dirname "$0")/../apt_install.sh" chromium "the browser test" test -x /usr/bin/chromium

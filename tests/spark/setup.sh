@@ -6,11 +6,5 @@ set -euo pipefail
 if command -v java >/dev/null 2>&1; then
     exit 0
 fi
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-    sudo="sudo"
-fi
-echo "tests/spark/setup.sh: installing Debian's openjdk-17-jre-headless for the Spark test" >&2
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq openjdk-17-jre-headless >/dev/null
-command -v java >/dev/null
+bash "$(dirname "$0")/../apt_install.sh" openjdk-17-jre-headless "the Spark test" \
+    sh -c 'command -v java >/dev/null'

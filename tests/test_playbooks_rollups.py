@@ -97,6 +97,31 @@ def test_request_gaps_in_parts_are_the_views_rows(jitter, monkeypatch):
     assert parts.equals(whole)
 
 
+def test_rollups_in_time_parts_are_the_views_rows(jitter, monkeypatch):
+    # in the day-partitioned layout (tokens in time order) both grouped passes run in parts by
+    # time: requests by their first chunk, windows by the grid. Force parts of two requests and
+    # of one window: the rows must be the views', the client's own chunks included
+    monkeypatch.setattr(rollups, "REQUESTS_PER_PART", 2)
+    monkeypatch.setattr(rollups, "GAPS_PER_PART", 1)
+    monkeypatch.setattr(rollups, "_in_request_order", lambda *_: False)
+    ran: list[bool] = []
+    time_parts = rollups._time_parts
+    monkeypatch.setattr(rollups, "_time_parts", lambda *a: ran.append(time_parts(*a)) or ran[-1])
+    cols = "request_id, source_id, view, n_gaps, tbt_q, mx, t_first, t_last, list_sort(long_gaps)"
+    with Session(jitter) as s:
+        whole = s.query(f"SELECT {cols} FROM _request_gaps ORDER BY ALL")
+        windows = s.query("SELECT * FROM window_stats ORDER BY ts")
+        assert s.query("SELECT count(*) AS n FROM client_token_gaps")["n"][0] > 0
+        materialise(s)
+        assert ran == [True]  # the time parts ran (no chunk without a time)
+        assert s.query(f"SELECT {cols} FROM _request_gaps ORDER BY ALL").equals(whole)
+        assert s.query("SELECT * FROM window_stats ORDER BY ts").equals(windows)
+        # every chunk gap again once the parts are done (no part's view left behind)
+        left = "SELECT count(*) AS n FROM duckdb_views() WHERE temporary AND view_name LIKE $p"
+        assert s.query(left, {"p": "%_chunks"})["n"][0] == 0
+    assert whole.height > 4 and windows["gaps"].sum() > 0
+
+
 def test_a_prefill_stalls_only_its_own_engines_gaps(tmp_path):
     """On a dataset of two replicas, a long prompt prefilled on pod-a does not count in the
     gaps of a request decoding on pod-b at the same time; pod-b's own prefill does."""

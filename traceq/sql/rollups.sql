@@ -6,11 +6,12 @@
 -- playbook's parameters; playbooks that take them as parameters recompute from gap_stalls.
 --
 -- Cost by construction (docs/PERFORMANCE.md, "Diagnose"): every chunk gap is read by two
--- grouped passes (per request in _request_gaps, per window in window_stats) and one filtered
--- pass (gap_stalls); only gaps of at least 100 ms get the per-gap context (two ASOF joins
--- against the prefill timeline). gap_context stays a view over every gap, computed when a
--- query reads it, so playbooks read it for one incident's time range (the ts filter reaches
--- the token scan), never whole.
+-- grouped passes (per request in _request_gaps, per window in _window_tbt), which `traceq
+-- diagnose` runs in parts so that their quantile states stay bounded
+-- (traceq/playbooks/rollups.py); only gaps of at least 100 ms get the per-gap context (two
+-- ASOF joins against the prefill timeline, in gap_stalls, from the per-request pass).
+-- gap_context stays a view over every gap, computed when a query reads it, so playbooks read
+-- it for one incident's time range (the ts filter reaches the token scan), never whole.
 
 -- Internal (not a public view): the client's own chunks of the requests a server row stands
 -- for, which token_gaps leaves out.
@@ -117,6 +118,15 @@ SELECT
     t0 // (w_s * 1000000000) * (w_s * 1000000000) AS grid_start
 FROM sized;
 
+-- Internal (not public views): the chunk gaps that the two grouped passes read, _request_gaps
+-- (per request) and _window_tbt (per window). Here every chunk gap; `traceq diagnose` fills
+-- both rollups one part at a time on DuckDB, with a temporary view of the same name holding
+-- one part's chunks (traceq/sql/rollups_time_parts.sql), because the quantile states of one
+-- pass over every chunk grow with the dataset (docs/PERFORMANCE.md, "Diagnose").
+CREATE OR REPLACE VIEW _request_chunks AS SELECT * FROM chunk_gaps;
+
+CREATE OR REPLACE VIEW _window_chunks AS SELECT * FROM chunk_gaps;
+
 -- Internal (not a public view; indented so that traceq/docs.py reads past it): request_tbt
 -- without the stall count, one grouped pass over every chunk (both percentiles from one list
 -- quantile: one sort per request), which also collects the request's gaps of 100 ms and more
@@ -133,7 +143,7 @@ CREATE OR REPLACE VIEW _request_gaps AS (
         min(ts) AS t_first,
         max(ts) AS t_last,
         list({'ts': ts, 'tbt_ns': tbt_ns}) FILTER (WHERE tbt_ns >= 100000000) AS long_gaps
-    FROM chunk_gaps
+    FROM _request_chunks
     GROUP BY request_id, source_id
 );
 
@@ -277,6 +287,19 @@ SELECT
 FROM _request_gaps AS p
 LEFT JOIN stalls AS s USING (request_id, source_id);
 
+-- Internal (not a public view; indented so that traceq/docs.py reads past it): window_stats's
+-- chunk-gap columns, one row per window that has gaps (chunk time on the diag_window grid), so
+-- a pass over a time range that starts and ends on the grid gives its windows' rows whole.
+CREATE OR REPLACE VIEW _window_tbt AS (
+    SELECT
+        w.grid_start + (c.ts - w.grid_start) // w.window_ns * w.window_ns AS ts,
+        count(*) AS n_gaps,
+        quantile_cont(c.tbt_ms, [0.5, 0.99]) AS tbt_q
+    FROM _window_chunks AS c, diag_window AS w
+    WHERE c.tbt_ns IS NOT NULL
+    GROUP BY ALL
+);
+
 -- @view window_stats
 -- One row per time window of diag_window (every window of the run, empty ones included):
 -- requests by arrival (rate, TTFT, phases, errors), chunk gaps by time (TBT, stalls),
@@ -315,15 +338,7 @@ req AS (
     FROM request_phases AS r, diag_window AS w
     GROUP BY ALL
 ),
-tbt AS (
-    SELECT
-        w.grid_start + (c.ts - w.grid_start) // w.window_ns * w.window_ns AS ts,
-        count(*) AS n_gaps,
-        quantile_cont(c.tbt_ms, [0.5, 0.99]) AS tbt_q
-    FROM chunk_gaps AS c, diag_window AS w
-    WHERE c.tbt_ns IS NOT NULL
-    GROUP BY ALL
-),
+tbt AS (SELECT * FROM _window_tbt),
 stall AS (
     SELECT
         w.grid_start + (c.ts - w.grid_start) // w.window_ns * w.window_ns AS ts,

@@ -82,6 +82,21 @@ def test_an_override_outside_the_parameters_bounds_is_a_one_line_error(kv, tmp_p
     assert "kv_full: must be at most 1 (ratio 0-1), got 1.5" in r.output
 
 
+def test_memory_limit_bounds_duckdb_and_a_bad_one_is_a_one_line_error(kv):
+    # the DuckDB limit beyond which the rollups spill (docs/PERFORMANCE.md, "Diagnose")
+    args = ("diagnose", str(kv), "--only", "kv-pressure,tbt-jitter", "--format", "json")
+    r = invoke(*args, "--memory-limit", "256MB")
+    assert r.exit_code == 1
+
+    def findings(output: str) -> list[dict]:
+        return [{**f, "elapsed_s": None} for f in json.loads(output)["findings"]]
+
+    assert findings(r.output) == findings(invoke(*args).output)
+    r = invoke(*args, "--memory-limit", "lots")
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
+    assert "Memory must have a number" in r.output
+
+
 def test_missing_dataset_is_a_one_line_error(tmp_path):
     r = invoke("diagnose", str(tmp_path / "none.tq"))
     assert r.exit_code == 2 and "not a traceq dataset" in r.output

@@ -13,7 +13,7 @@ from tests.playbook_helpers import SAMPLES, ingest_folder
 from traceq.playbooks import Options, diagnose, load_catalog, rollups
 from traceq.playbooks.rollups import materialise
 from traceq.playbooks.steps import Step, summary
-from traceq.session import Session
+from traceq.session import QueryError, Session
 
 WINDOW = "w.grid_start + (c.ts - w.grid_start) // w.window_ns * w.window_ns"
 STALL = "c.tbt_ms > greatest(4 * c.req_tbt_p50_ms, 250)"
@@ -120,6 +120,26 @@ def test_rollups_in_time_parts_are_the_views_rows(jitter, monkeypatch):
         left = "SELECT count(*) AS n FROM duckdb_views() WHERE temporary AND view_name LIKE $p"
         assert s.query(left, {"p": "%_chunks"})["n"][0] == 0
     assert whole.height > 4 and windows["gaps"].sum() > 0
+
+
+def test_rollups_that_fail_part_way_leave_the_views_to_the_playbooks(jitter, monkeypatch):
+    # out of memory in a late rollup (here: the per-window pass) must not leave the earlier
+    # tables, one of them empty until its parts are in, shadowing their views with wrong rows
+    # (which read as "not enough data"): the playbooks read the views and find the same
+    catalog = load_catalog().playbooks
+    with Session(jitter) as s:
+        normal = [(f.id, f.status, f.message) for f in diagnose(s, catalog).findings]
+
+    def out_of_memory(*_):
+        raise QueryError("rollup _window_tbt: Out of Memory Error: failed to allocate")
+
+    monkeypatch.setattr(rollups, "_fill_window_tbt", out_of_memory)
+    with Session(jitter) as s:
+        failed = [(f.id, f.status, f.message) for f in diagnose(s, catalog).findings]
+        tables = s.query("SELECT count(*) AS n FROM duckdb_tables() WHERE temporary")
+    assert tables["n"][0] == 0
+    assert failed == normal
+    assert any(status == "fail" for _, status, _ in normal)
 
 
 def test_a_prefill_stalls_only_its_own_engines_gaps(tmp_path):

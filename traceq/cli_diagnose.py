@@ -15,6 +15,7 @@ from typing import Any
 import click
 import orjson
 
+from traceq.cli_sql import MEMORY_LIMIT
 from traceq.cliutil import Failure, typed
 from traceq.findings import SEVERITIES, severity_rank
 from traceq.playbooks import Options, diagnose, load_catalog, load_dir
@@ -105,6 +106,7 @@ def _overrides(
 @click.option("-v", "--verbose", is_flag=True, help="Text: list passing playbooks too.")
 @click.option("--profile", is_flag=True, help="Print seconds per playbook and the slowest "
               "queries to stderr.")  # fmt: skip
+@MEMORY_LIMIT
 def diagnose_cmd(
     dataset: str,
     playbook_dir: str | None,
@@ -116,6 +118,7 @@ def diagnose_cmd(
     engine: str,
     verbose: bool,
     profile: bool,
+    memory_limit: str,
 ) -> None:
     """Run the playbooks over DATASET: what is wrong, where, why and what to check next."""
     config = _config(config_path)
@@ -135,7 +138,7 @@ def diagnose_cmd(
         if engine == "spark":
             result = _diagnose_spark(dataset, playbooks, options)
         else:
-            with Session(dataset) as session:
+            with Session(dataset, memory_limit=memory_limit) as session:
                 result = diagnose(session, playbooks, options)
     except (QueryError, ValueError) as exc:
         raise Failure(str(exc)) from exc

@@ -152,13 +152,20 @@ def materialise(session: Session) -> dict[str, float]:
     statements = session.con.extract_statements(load("rollups_materialise"))
     _, order, _ = _statements(session, "rollups_request_parts")
     time_order = not _in_request_order(session, order)
-    for name, statement in zip(ROLLUPS, statements, strict=True):
-        started = time.perf_counter()
-        _run(session, name, statement)
-        if name == "_request_gaps":
-            _fill_request_gaps(session, time_order)
-        elif name == "_window_tbt":
-            _fill_window_tbt(session, time_order)
-        timings[name] = time.perf_counter() - started
-        note(name, timings[name])
+    try:
+        for name, statement in zip(ROLLUPS, statements, strict=True):
+            started = time.perf_counter()
+            _run(session, name, statement)
+            if name == "_request_gaps":
+                _fill_request_gaps(session, time_order)
+            elif name == "_window_tbt":
+                _fill_window_tbt(session, time_order)
+            timings[name] = time.perf_counter() - started
+            note(name, timings[name])
+    except QueryError:
+        # a table left half filled (or empty, before its parts) would shadow its view with
+        # wrong rows: the playbooks must read the views themselves, or fail saying why
+        for statement in _statements(session, "rollups_drop"):
+            session.con.execute(statement)
+        raise
     return timings

@@ -36,6 +36,16 @@ FROM (
 """
 
 
+# What the per-request pass feeds, as the playbooks read it: every request's gaps summarised,
+# and its long gaps with their context (from the pass's long_gaps), and gap_context's join.
+PER_REQUEST = (
+    "SELECT * FROM request_tbt ORDER BY ALL",
+    "SELECT * FROM gap_stalls ORDER BY ALL",
+    "SELECT request_id, source_id, view, req_tbt_p50_ms, count(*) AS n FROM gap_context "
+    "GROUP BY ALL ORDER BY ALL",
+)
+
+
 @pytest.fixture(scope="module")
 def jitter(tmp_path_factory):
     return ingest_folder(SAMPLES / "client-jitter", tmp_path_factory.mktemp("j") / "cj.tq")
@@ -84,17 +94,16 @@ def test_tbt_jitter_figures_match_every_gap(jitter):
 
 def test_request_gaps_in_parts_are_the_views_rows(jitter, monkeypatch):
     # a million requests run the per-request pass in parts by request-id range; force parts
-    # of two requests here: the materialised rows must be the view's, every request once
+    # of two requests here: what it feeds must be the views' rows, every request once
     monkeypatch.setattr(rollups, "REQUESTS_PER_PART", 2)
     monkeypatch.setattr(rollups, "_in_request_order", lambda *_: True)  # parts whatever the order
-    cols = "request_id, source_id, view, n_gaps, tbt_q, mx, t_first, t_last, list_sort(long_gaps)"
     with Session(jitter) as s:
-        whole = s.query(f"SELECT {cols} FROM _request_gaps ORDER BY ALL")
+        whole = [s.query(q) for q in PER_REQUEST]
         assert s.query("SELECT count(*) AS n FROM requests")["n"][0] > 4  # so several parts
         materialise(s)
-        parts = s.query(f"SELECT {cols} FROM _request_gaps ORDER BY ALL")
-    assert whole.height > 0
-    assert parts.equals(whole)
+        parts = [s.query(q) for q in PER_REQUEST]
+    assert all(w.height > 0 for w in whole)
+    assert all(p.equals(w) for p, w in zip(parts, whole, strict=True))
 
 
 def test_rollups_in_time_parts_are_the_views_rows(jitter, monkeypatch):
@@ -107,19 +116,18 @@ def test_rollups_in_time_parts_are_the_views_rows(jitter, monkeypatch):
     ran: list[bool] = []
     time_parts = rollups._time_parts
     monkeypatch.setattr(rollups, "_time_parts", lambda *a: ran.append(time_parts(*a)) or ran[-1])
-    cols = "request_id, source_id, view, n_gaps, tbt_q, mx, t_first, t_last, list_sort(long_gaps)"
     with Session(jitter) as s:
-        whole = s.query(f"SELECT {cols} FROM _request_gaps ORDER BY ALL")
+        whole = [s.query(q) for q in PER_REQUEST]
         windows = s.query("SELECT * FROM window_stats ORDER BY ts")
         assert s.query("SELECT count(*) AS n FROM client_token_gaps")["n"][0] > 0
         materialise(s)
         assert ran == [True]  # the time parts ran (no chunk without a time)
-        assert s.query(f"SELECT {cols} FROM _request_gaps ORDER BY ALL").equals(whole)
+        assert all(s.query(q).equals(w) for q, w in zip(PER_REQUEST, whole, strict=True))
         assert s.query("SELECT * FROM window_stats ORDER BY ts").equals(windows)
         # every chunk gap again once the parts are done (no part's view left behind)
         left = "SELECT count(*) AS n FROM duckdb_views() WHERE temporary AND view_name LIKE $p"
         assert s.query(left, {"p": "%_chunks"})["n"][0] == 0
-    assert whole.height > 4 and windows["gaps"].sum() > 0
+    assert whole[0].height > 4 and whole[1].height > 0 and windows["gaps"].sum() > 0
 
 
 def test_rollups_that_fail_part_way_leave_the_views_to_the_playbooks(jitter, monkeypatch):

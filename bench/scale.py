@@ -10,7 +10,7 @@ seconds of work (imports excluded; ratios are taken on these):
 
   ingest      traceq.ingest([traces.otlp.jsonl, dcgm.prom], DATASET)
   scan        reference: plain DuckDB, `SELECT sum(ts), sum(gap_ns) FROM read_parquet(tokens
-              files)` under the Session's 2 GB memory limit (one scan of `tokens`)
+              files)` under the same memory limit (one scan of `tokens`)
   kpi         Session: SELECT * FROM kpi_latency
   phases      Session: SELECT count(*) FROM request_phases
   diagnose    traceq.playbooks.diagnose() with every built-in playbook
@@ -20,7 +20,8 @@ seconds of work (imports excluded; ratios are taken on these):
 
 `--raw N=DIR` ingests pre-generated raw files (DIR/traces.otlp.jsonl and DIR/dcgm.prom, read
 only; no synth) into --out/ds-N; `--dataset N=DIR` measures an already ingested dataset (no
-synth, no ingest row). Prints one
+synth, no ingest row). `--memory-limit` (default 2GB, the Session's) is the DuckDB limit of
+every step but ingest. Prints one
 Markdown table (ratios to `scan` of the same size) and the dataset's bytes per request and
 per chunk (docs/SCALE.md derives the fleet estimate from them). Writes under --out only.
 """
@@ -53,7 +54,7 @@ from traceq.dataset import Dataset
 t = time.perf_counter()
 files = [str(p) for p in Dataset(sys.argv[1]).table_files("tokens")]
 con = duckdb.connect()
-con.execute("SET memory_limit = '2GB'")
+con.execute("SET memory_limit = ?", [sys.argv[2]])
 rows = con.read_parquet(files, hive_partitioning=False).aggregate("sum(ts), sum(gap_ns)")
 rows.fetchall()
 print(json.dumps({"s": time.perf_counter() - t}))
@@ -63,7 +64,7 @@ QUERY = r"""
 import json, sys, time
 from traceq.session import Session
 t = time.perf_counter()
-with Session(sys.argv[1], time_limit_s=3600) as s:
+with Session(sys.argv[1], time_limit_s=3600, memory_limit=sys.argv[3]) as s:
     s.query(sys.argv[2])
 print(json.dumps({"s": time.perf_counter() - t}))
 """
@@ -73,7 +74,7 @@ import json, sys, time
 from traceq.playbooks import diagnose, load_catalog
 from traceq.session import Session
 t = time.perf_counter()
-with Session(sys.argv[1], time_limit_s=3600) as s:
+with Session(sys.argv[1], time_limit_s=3600, memory_limit=sys.argv[2]) as s:
     d = diagnose(s, load_catalog().playbooks)
 print(json.dumps({"s": time.perf_counter() - t, "failed": [f.id for f in d.findings
                                                            if f.status == "fail"]}))
@@ -82,7 +83,8 @@ print(json.dumps({"s": time.perf_counter() - t, "failed": [f.id for f in d.findi
 REPORT = r"""
 import json, sys, time
 from traceq.cli import main
-sys.argv = ["traceq", "report", sys.argv[1], "-o", sys.argv[2], "--no-findings"]
+sys.argv = ["traceq", "report", sys.argv[1], "-o", sys.argv[2], "--no-findings",
+            "--memory-limit", sys.argv[3]]
 t = time.perf_counter()
 try:
     main()
@@ -138,7 +140,11 @@ STEPS = ("scan", "kpi", "phases", "diagnose", "report", "pruned")
 
 
 def measure(
-    dataset: Path, raw: Path | None, out: Path, steps: tuple[str, ...] = STEPS
+    dataset: Path,
+    raw: Path | None,
+    out: Path,
+    steps: tuple[str, ...] = STEPS,
+    memory_limit: str = "2GB",
 ) -> tuple[dict[str, Child], dict[str, int], dict[str, int]]:
     runs: dict[str, Child] = {}
     if raw is not None:
@@ -148,11 +154,11 @@ def measure(
         )
     ds = str(dataset)
     args = {
-        "scan": [SCAN, ds],
-        "kpi": [QUERY, ds, "SELECT * FROM kpi_latency"],
-        "phases": [QUERY, ds, "SELECT count(*) FROM request_phases"],
-        "diagnose": [DIAGNOSE, ds],
-        "report": [REPORT, ds, str(out / "report.html")],
+        "scan": [SCAN, ds, memory_limit],
+        "kpi": [QUERY, ds, "SELECT * FROM kpi_latency", memory_limit],
+        "phases": [QUERY, ds, "SELECT count(*) FROM request_phases", memory_limit],
+        "diagnose": [DIAGNOSE, ds, memory_limit],
+        "report": [REPORT, ds, str(out / "report.html"), memory_limit],
         "pruned": [PRUNED, ds],
     }
     for step in ("scan", *[s for s in steps if s != "scan"]):
@@ -169,6 +175,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("/tmp/traceq-scale"))
     ap.add_argument("--keep", action="store_true", help="keep the datasets and raw files")
     ap.add_argument("--steps", nargs="*", default=list(STEPS), choices=STEPS)
+    ap.add_argument(
+        "--memory-limit", default="2GB", help="DuckDB limit of every step but ingest (Session's)"
+    )
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     args.out.mkdir(parents=True, exist_ok=True)
@@ -181,7 +190,7 @@ def main() -> None:
     print("| requests | step | process s | work s | work × scan | peak RSS MiB |")
     print("|---|---|---:|---:|---:|---:|")
     for n, dataset, raw in sorted(plan):
-        runs, p, b = measure(dataset, raw, args.out, tuple(args.steps))
+        runs, p, b = measure(dataset, raw, args.out, tuple(args.steps), args.memory_limit)
         work = {step: json.loads(child.last_line)["s"] for step, child in runs.items()}
         for step, child in runs.items():
             print(

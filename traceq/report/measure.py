@@ -13,6 +13,7 @@ import polars as pl
 
 from traceq import __version__
 from traceq.report.kpis import QUANTILES
+from traceq.report.sample import bounded_sample
 from traceq.session import Session
 from traceq.sql import load
 
@@ -124,11 +125,14 @@ def measure(
         # USD per 1 M tokens = GPU cost per second × 1e6 / output tokens per second
         "cost_per_1m_output_tokens": n_gpus * gpu_hour_usd / 3600 * 1e6,
     }
-    sample_params = {**slo_params, "seed": SAMPLE_SEED, "cap": sample_cap}
     timeline = session.query(load("report_timeline"), {**slo_params, "buckets": TIMELINE_BUCKETS})
     samples = {
-        "requests": session.query(load("report_sample_requests"), sample_params),
-        "gaps": session.query(load("report_sample_gaps"), {"seed": SAMPLE_SEED, "cap": sample_cap}),
+        "requests": bounded_sample(
+            session, "report_sample_requests", {**slo_params, "seed": SAMPLE_SEED}, n, sample_cap
+        ),
+        "gaps": bounded_sample(
+            session, "report_sample_gaps", {"seed": SAMPLE_SEED}, t["gaps"] or 0, sample_cap
+        ),
         "windows": timeline.select("requests_per_s", "output_tokens_per_s", "good_per_s"),
     }
     t_start, t_end = k["t_start"], k["t_end"]

@@ -35,11 +35,15 @@ def threshold(rows: int, cap: int, margin: float = HASH_MARGIN) -> int:
 
 
 def bounded_sample(
-    session: Session, name: str, params: dict[str, Any], rows: int, cap: int
+    session: Session,
+    name: str,
+    params: dict[str, Any],
+    rows: int,
+    cap: int,
+    margin: float = HASH_MARGIN,
 ) -> pl.DataFrame:
     """Run the sample query `name` (traceq/sql/NAME.sql) for its first `cap` rows of `rows`,
-    sorting only a few times `cap` of them."""
-    margin = HASH_MARGIN
+    sorting only about `margin` × `cap` of them."""
     while True:
         limit = threshold(rows, cap, margin)
         frame = session.query(load(name), {**params, "cap": cap, "max_hash": limit})

@@ -1,36 +1,34 @@
--- `traceq report`: the phase breakdown (request_phases), one row per phase: requests with the
--- phase known, mean, p50 and p95 (ms) and the phase's share of all e2e time (sum / sum e2e).
--- One ungrouped aggregate per phase, each with one quantile state (p50 and p95 from one list):
--- a quantile state holds every value of its column, so the five phases grouped in one
--- aggregate, each with two states, held ten copies of the requests' column at once.
+-- `traceq report`: one row of the phase breakdown (request_phases) for the phase $phase
+-- (tokenize, queue, prefill, decode or residual): requests with the phase known, mean, p50 and
+-- p95 (ms) and the phase's share of all e2e time (sum / sum e2e). traceq/report/measure.py runs
+-- it once per phase: a quantile state holds every value of its column, so one phase at a time,
+-- with p50 and p95 from one state, holds one column of the requests (five phases grouped in one
+-- aggregate, with a state per percentile, held ten).
 WITH p AS (
     SELECT
-        1 AS ord, 'tokenize' AS phase, count(tokenize_ns) AS n, avg(tokenize_ns) AS mean_ns,
-        quantile_cont(tokenize_ns, [0.5, 0.95]) AS q, sum(tokenize_ns) AS total_ns
+        CASE $phase
+            WHEN 'tokenize' THEN tokenize_ns
+            WHEN 'queue' THEN queue_ns
+            WHEN 'prefill' THEN prefill_ns
+            WHEN 'decode' THEN decode_ns
+            WHEN 'residual' THEN residual_ns
+        END AS ns,
+        e2e_ns
     FROM request_phases
-    UNION ALL
-    SELECT 2, 'queue', count(queue_ns), avg(queue_ns), quantile_cont(queue_ns, [0.5, 0.95]),
-        sum(queue_ns)
-    FROM request_phases
-    UNION ALL
-    SELECT 3, 'prefill', count(prefill_ns), avg(prefill_ns),
-        quantile_cont(prefill_ns, [0.5, 0.95]), sum(prefill_ns)
-    FROM request_phases
-    UNION ALL
-    SELECT 4, 'decode', count(decode_ns), avg(decode_ns), quantile_cont(decode_ns, [0.5, 0.95]),
-        sum(decode_ns)
-    FROM request_phases
-    UNION ALL
-    SELECT 5, 'residual', count(residual_ns), avg(residual_ns),
-        quantile_cont(residual_ns, [0.5, 0.95]), sum(residual_ns)
-    FROM request_phases
+),
+s AS (
+    SELECT
+        count(ns) AS n,
+        avg(ns) AS mean_ns,
+        quantile_cont(ns, [0.5, 0.95]) AS q,
+        sum(ns) / nullif(sum(e2e_ns), 0) AS share
+    FROM p
 )
 SELECT
-    phase,
+    CAST($phase AS VARCHAR) AS phase,
     n,
     mean_ns / 1e6 AS mean_ms,
     q[1] / 1e6 AS p50_ms,
     q[2] / 1e6 AS p95_ms,
-    total_ns / nullif((SELECT sum(e2e_ns) FROM request_phases), 0) AS share
-FROM p
-ORDER BY ord;
+    share
+FROM s;

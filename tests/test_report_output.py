@@ -25,6 +25,8 @@ from traceq.report.charts import build as build_charts
 from traceq.report.kpis import KPIS
 from traceq.report.render_html import render_html
 from traceq.report.render_md import render_md
+from traceq.report.sample import bounded_sample
+from traceq.session import Session
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / ".artifacts" / "report"
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_traces"
@@ -230,3 +232,25 @@ def test_charts_render_without_a_baseline(data):
     ids = [re.findall(r'id="([^"]+)"', c.svg) for c in charts]
     flat = [i for group in ids for i in group]
     assert len(flat) == len(set(flat))
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "count"),
+    [
+        ("report_sample_requests", {"slo_ttft_ms": 2000.0, "slo_tpot_ms": 100.0,
+                                    "slo_e2e_ms": None}, "SELECT count(*) FROM request_phases"),
+        ("report_sample_gaps", {}, "SELECT count(tbt_ms) FROM token_gaps"),
+    ],
+)  # fmt: skip
+def test_a_sample_is_the_same_whatever_share_of_rows_is_sorted(data, name, params, count):
+    """The baseline's samples sort only the rows under a hash threshold (traceq/report/sample.py):
+    with a threshold far too low (raised until enough rows pass) or none, the same rows."""
+    with Session(data["healthy"]) as s:
+        rows = s.query(count).item()
+        cap = rows // 3
+        args = (s, name, {**params, "seed": 7}, rows, cap)
+        tight = bounded_sample(*args, margin=0.01)
+        usual = bounded_sample(*args)
+        everything = bounded_sample(*args, margin=rows)
+    assert tight.height == cap
+    assert tight.equals(usual) and tight.equals(everything)

@@ -13,6 +13,7 @@ import polars as pl
 
 from traceq import __version__
 from traceq.report.kpis import QUANTILES
+from traceq.report.sample import bounded_sample
 from traceq.session import Session
 from traceq.sql import load
 
@@ -23,6 +24,9 @@ for a p95 from 10 000 values is within ~1 % of the one from all values, the file
 
 SAMPLE_SEED = 20_251_201
 """Seed of the hash that picks the sample: fixed, so one dataset always gives one sample."""
+
+PHASES = ("tokenize", "queue", "prefill", "decode", "residual")
+"""The phase breakdown's rows, in order (report_phases.sql, one query each)."""
 
 TIMELINE_BUCKETS = 120
 """Windows on the report's time axis: enough to see a 1-minute event in a 2-hour run."""
@@ -90,12 +94,11 @@ def measure(
     duration = k["duration_s"] or 0.0
     n_gpus = gpus or e["gpus"] or 1
     values: dict[str, float | None] = {}
-    for metric, qs in (
-        ("ttft", k["ttft_q"]),
-        ("tpot", k["tpot_q"]),
-        ("e2e", k["e2e_q"]),
-        ("tbt", t["tbt_q"]),
-    ):
+    latency = {
+        m: session.query(load("report_latency"), {"metric": f"{m}_ms"}).row(0)[0]
+        for m in ("ttft", "tpot", "e2e")
+    }
+    for metric, qs in (*latency.items(), ("tbt", t["tbt_q"])):
         for q, v in zip(QUANTILES, qs or [None] * len(QUANTILES), strict=True):
             values[f"{metric}_p{round(q * 100)}_ms"] = v
     rate = n / duration if duration > 0 else None
@@ -124,11 +127,14 @@ def measure(
         # USD per 1 M tokens = GPU cost per second × 1e6 / output tokens per second
         "cost_per_1m_output_tokens": n_gpus * gpu_hour_usd / 3600 * 1e6,
     }
-    sample_params = {**slo_params, "seed": SAMPLE_SEED, "cap": sample_cap}
     timeline = session.query(load("report_timeline"), {**slo_params, "buckets": TIMELINE_BUCKETS})
     samples = {
-        "requests": session.query(load("report_sample_requests"), sample_params),
-        "gaps": session.query(load("report_sample_gaps"), {"seed": SAMPLE_SEED, "cap": sample_cap}),
+        "requests": bounded_sample(
+            session, "report_sample_requests", {**slo_params, "seed": SAMPLE_SEED}, n, sample_cap
+        ),
+        "gaps": bounded_sample(
+            session, "report_sample_gaps", {"seed": SAMPLE_SEED}, t["gaps"] or 0, sample_cap
+        ),
         "windows": timeline.select("requests_per_s", "output_tokens_per_s", "good_per_s"),
     }
     t_start, t_end = k["t_start"], k["t_end"]
@@ -172,7 +178,7 @@ def measure(
             "tbt_mean_ms": t["tbt_mean"],
         },
         samples=samples,
-        phases=session.query(load("report_phases")),
+        phases=pl.concat([session.query(load("report_phases"), {"phase": p}) for p in PHASES]),
         timeline=timeline,
         engine_timeline=session.query(
             load("report_engine_timeline"), {"buckets": TIMELINE_BUCKETS}

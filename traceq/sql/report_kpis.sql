@@ -1,5 +1,5 @@
--- `traceq report`: the request-level KPIs of a dataset, one row (docs/METRICS.md, docs/REPORT.md).
--- Percentiles are linear (quantile_cont). A request meets the SLOs when it succeeded and its
+-- `traceq report`: the request-level KPIs of a dataset, one row (docs/METRICS.md, docs/REPORT.md);
+-- the latency percentiles are report_latency.sql's, one column at a time. A request meets the SLOs when it succeeded and its
 -- TTFT, TPOT and e2e are each at most the SLO ($slo_ttft_ms, $slo_tpot_ms, $slo_e2e_ms; a null
 -- SLO is no limit, a null TPOT (<= 1 output token) meets the TPOT SLO, as vLLM bench's goodput).
 WITH r AS (
@@ -20,9 +20,6 @@ SELECT
     (max(t_arrival + e2e_ns) - min(t_arrival)) / 1e9 AS duration_s,
     CAST(sum(output_tokens) AS BIGINT) AS output_tokens,
     CAST(sum(prompt_tokens) AS BIGINT) AS prompt_tokens,
-    quantile_cont(ttft_ms, [0.5, 0.9, 0.95, 0.99]) AS ttft_q,
-    quantile_cont(tpot_ms, [0.5, 0.9, 0.95, 0.99]) AS tpot_q,
-    quantile_cont(e2e_ms, [0.5, 0.9, 0.95, 0.99]) AS e2e_q,
     avg(ttft_ms) AS ttft_mean,
     avg(tpot_ms) AS tpot_mean,
     avg(e2e_ms) AS e2e_mean

@@ -14,15 +14,31 @@ grid AS (
     FROM span, range(CAST($buckets AS BIGINT)) AS g(b)
     WHERE t1 > t0
 ),
+-- requests in flight at each window's start: those arrived at or before it less those
+-- completed at or before it. Each arrival (+1) and completion (-1) counts from the first window
+-- start at or after it, window b starting at t0 + floor((t1 - t0) * b / $buckets), so from
+-- window ceil((ts - t0) * $buckets / (t1 - t0)); a running sum over the windows then gives the
+-- level, in memory of $buckets rows whatever the requests (not a sort of every edge).
 edges AS (
     SELECT t_arrival AS ts, 1 AS d FROM request_phases WHERE e2e_ns IS NOT NULL
     UNION ALL
     SELECT t_arrival + e2e_ns, -1 FROM request_phases WHERE e2e_ns IS NOT NULL
 ),
+steps AS (
+    SELECT
+        CASE
+            WHEN ts <= t0 THEN 0
+            ELSE ((ts - t0) * $buckets + (t1 - t0) - 1) // (t1 - t0)
+        END AS b,
+        sum(d) AS d
+    FROM edges, span
+    WHERE t1 > t0
+    GROUP BY 1
+),
 level AS (
-    SELECT ts, CAST(sum(sum(d)) OVER (ORDER BY ts ROWS UNBOUNDED PRECEDING) AS BIGINT) AS in_flight
-    FROM edges
-    GROUP BY ts
+    SELECT g.b, CAST(sum(coalesce(s.d, 0)) OVER (ORDER BY g.b) AS BIGINT) AS in_flight
+    FROM grid AS g
+    LEFT JOIN steps AS s USING (b)
 ),
 done AS (
     SELECT
@@ -44,21 +60,21 @@ arrived AS (
     SELECT
         least(CAST((t_arrival - t0) * $buckets // nullif(t1 - t0, 0) AS BIGINT),
               $buckets - 1) AS b,
-        quantile_cont(ttft_ms, 0.5) AS ttft_p50_ms,
-        quantile_cont(ttft_ms, 0.95) AS ttft_p95_ms
+        -- one quantile state for both (two would each hold every TTFT)
+        quantile_cont(ttft_ms, [0.5, 0.95]) AS ttft_q
     FROM request_phases, span
     GROUP BY 1
 )
 SELECT
     g.ts,
-    coalesce(l.in_flight, 0) AS in_flight,
+    l.in_flight,
     coalesce(d.completed, 0) / ((g.ts_end - g.ts) / 1e9) AS requests_per_s,
     coalesce(d.output_tokens, 0) / ((g.ts_end - g.ts) / 1e9) AS output_tokens_per_s,
     coalesce(d.good, 0) / ((g.ts_end - g.ts) / 1e9) AS good_per_s,
-    a.ttft_p50_ms,
-    a.ttft_p95_ms
+    a.ttft_q[1] AS ttft_p50_ms,
+    a.ttft_q[2] AS ttft_p95_ms
 FROM grid AS g
-ASOF LEFT JOIN level AS l ON g.ts >= l.ts
+JOIN level AS l USING (b)
 LEFT JOIN done AS d USING (b)
 LEFT JOIN arrived AS a USING (b)
 ORDER BY g.ts;

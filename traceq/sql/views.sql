@@ -24,10 +24,11 @@ CREATE OR REPLACE MACRO _latency_stats(v) AS {
 -- 0.93 GB for 56 M doubles), so _tbt_stats finds the same order statistics in two passes:
 -- 1. a histogram of the gaps over order-keeping buckets (count, min, max per bucket), which
 --    places each wanted rank in one bucket;
--- 2. the values of only those buckets (none when a bucket holds one distinct value), sorted.
---    Memory is that of the largest such bucket: a few % of the gaps for any spread of TBT
---    (buckets of 65 µs between 1 ms and 1 s); only gaps all within one bucket cost as much
---    as quantile_cont.
+-- 2. the distinct values of only those buckets (none when a bucket holds one distinct value),
+--    each with its count, which place each rank on one value. Memory is that of the distinct
+--    values of those buckets: at most 64 per bucket below 1 ms and 65 536 below 1.07 s
+--    (bucket widths in ns), whatever the number of gaps (a few % of the gaps can sit in one
+--    bucket: 2.2 M of 56 M gaps in bench/scale.py's 1 M-request run, 14 k distinct values).
 -- Then it interpolates between the two ranks as quantile_cont does (lo + (hi - lo) * d, with
 -- RN = (n - 1) * q), on the same doubles (gap_ns / 1e6 keeps the order of gap_ns), so the
 -- results are equal to quantile_cont(tbt_ms, q), bit for bit (tests/test_views_pick.py).
@@ -115,18 +116,25 @@ located AS (
     FROM ranks AS r
     JOIN placed AS p ON r.r >= p.before AND r.r < p.before + p.c
 ),
--- the values of the buckets that hold a wanted rank and more than one distinct value, sorted
--- (a hash semi join on the bucket: cheaper than filtering every row by subquery results)
+-- the distinct values of the buckets that hold a wanted rank and more than one distinct value,
+-- each with its count (a hash semi join on the bucket: cheaper than filtering every row by
+-- subquery results): at most one row per ns of a bucket's width, however many gaps it holds
 opened AS (
-    SELECT t.b, list(t.x ORDER BY t.x) AS xs
+    SELECT t.b, t.x, count(*) AS c
     FROM _tbt_buckets AS t
     SEMI JOIN located AS l ON l.b = t.b AND l.lo < l.hi
-    GROUP BY t.b
+    GROUP BY t.b, t.x
+),
+-- each distinct value with the count of smaller ones in its bucket: it holds ranks below ..
+-- below + c - 1 of the bucket
+stacked AS (
+    SELECT b, x, c, CAST(sum(c) OVER (PARTITION BY b ORDER BY x) - c AS BIGINT) AS below
+    FROM opened
 ),
 ranked AS (
-    SELECT l.r, CASE WHEN l.lo = l.hi THEN l.lo ELSE o.xs[l.i + 1] END / 1e6 AS v
+    SELECT l.r, CASE WHEN l.lo = l.hi THEN l.lo ELSE o.x END / 1e6 AS v
     FROM located AS l
-    LEFT JOIN opened AS o ON o.b = l.b
+    LEFT JOIN stacked AS o ON o.b = l.b AND l.i >= o.below AND l.i < o.below + o.c
 ),
 interpolated AS (
     SELECT

@@ -42,6 +42,11 @@ def engines(tmp_path_factory):
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
+        # Local-mode settings for tiny data (docs/PERFORMANCE.md, "Test suite time"): adaptive
+        # execution re-plans stage by stage, which costs more here than it saves, and a JVM
+        # that lives for one module spends less CPU compiling with C1 alone than with C2.
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("FATAL")
@@ -50,6 +55,16 @@ def engines(tmp_path_factory):
             yield duck, sparked
     finally:
         spark.stop()
+
+
+@pytest.fixture(scope="module")
+def materialised(engines):
+    """The engines with the shared rollups cached once for the module, as `traceq diagnose`
+    does once per run (the playbook tests below read them)."""
+    duck, spark = engines
+    materialise_rollups(duck)
+    materialise_rollups(spark)
+    return duck, spark
 
 
 def normalise(frame: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
@@ -85,31 +100,20 @@ def assert_same_rows(duck: pl.DataFrame, spark: pl.DataFrame) -> None:
 
 @pytest.mark.parametrize(
     "view",
-    ["request_phases", "token_gaps", "kpi_latency", "gap_stalls", "gap_context", "request_gpu"],
+    [
+        "request_phases",
+        "token_gaps",
+        "kpi_latency",
+        "gap_stalls",
+        "gap_context",
+        "request_gpu",
+    ],
 )
 def test_public_views_equal_duckdb(engines, view):
     duck, spark = engines
     duck_rows = duck.query(f"SELECT * FROM {view}")
     assert duck_rows.height > 0
     assert_same_rows(duck_rows, spark.query(f"SELECT * FROM {view}"))
-
-
-def test_playbook_symptoms_equal_duckdb(engines):
-    duck, spark = engines
-    materialise_rollups(duck)
-    materialise_rollups(spark)
-    by_id = load_catalog().by_id()
-    fired = set()
-    for pid in SYMPTOMS:
-        pb = by_id[pid]
-        sql = pb.symptom_sql
-        params = bind(sql, pb.defaults())
-        duck_rows = duck.query(sql, params)
-        assert duck_rows.height > 0, pid
-        assert_same_rows(duck_rows, spark.query(sql, params))
-        if duck_rows["fired"].any():
-            fired.add(pid)
-    assert "prefill-interference" in fired  # the scenario's fault is found by both engines
 
 
 def test_every_view_and_check_translates():
@@ -149,7 +153,10 @@ def test_asof_joins_are_equi_joins_in_spark(engines):
     views = asof_views()
     assert {"gap_context", "gap_stalls"} <= set(views)
     spark = sparked.spark
-    spark.catalog.clearCache()  # plans of the views themselves, not of cached rollups
+    # Plans of the views themselves, not of cached rollups: nothing is cached yet when the
+    # tests run in file order (the `materialised` tests come later); in another order the
+    # later queries read the views uncached, the same rows, slower.
+    spark.catalog.clearCache()
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     try:
         for view in views:
@@ -212,14 +219,29 @@ def test_bad_query_is_a_query_error(engines):
         spark.query("SELECT * FROM no_such_view")
 
 
-def test_run_playbook_gives_the_same_finding(engines):
+def test_playbook_symptoms_equal_duckdb(materialised):
+    duck, spark = materialised
+    by_id = load_catalog().by_id()
+    fired = set()
+    for pid in SYMPTOMS:
+        pb = by_id[pid]
+        sql = pb.symptom_sql
+        params = bind(sql, pb.defaults())
+        duck_rows = duck.query(sql, params)
+        assert duck_rows.height > 0, pid
+        assert_same_rows(duck_rows, spark.query(sql, params))
+        if duck_rows["fired"].any():
+            fired.add(pid)
+    assert "prefill-interference" in fired  # the scenario's fault is found by both engines
+
+
+def test_run_playbook_gives_the_same_finding(materialised):
     """The playbook engine through the executor seam: requires, symptom, figures, causes,
     evidence and examples of one playbook, run by each engine."""
-    duck, spark = engines
+    duck, spark = materialised
     pb = load_catalog().by_id()["prefill-interference"]
     found = {}
     for name, executor in (("duckdb", duck), ("spark", spark)):
-        materialise_rollups(executor)
         found[name] = run_playbook(executor, pb, pb.defaults()).to_dict()
     duck_f, spark_f = found["duckdb"], found["spark"]
     assert spark_f["status"] == duck_f["status"] == "fail"

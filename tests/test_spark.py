@@ -25,7 +25,7 @@ from traceq.playbooks.executor import materialise_rollups
 from traceq.schema import TABLES
 from traceq.session import QueryError, Session
 from traceq.spark import SparkExecutor, view_sql
-from traceq.spark.translate import TranslationError, parse, to_spark, view_name
+from traceq.spark.translate import Macros, TranslationError, parse, to_spark, view_name
 from traceq.sql import load
 
 SYMPTOMS = ("prefill-interference", "tbt-jitter", "kv-pressure", "slow-decode", "error-rate")
@@ -104,6 +104,7 @@ def assert_same_rows(duck: pl.DataFrame, spark: pl.DataFrame) -> None:
         "request_phases",
         "token_gaps",
         "kpi_latency",
+        "_prefill_timeline",
         "gap_stalls",
         "gap_context",
         "request_gpu",
@@ -167,6 +168,28 @@ def test_asof_joins_are_equi_joins_in_spark(engines):
             assert "CartesianProduct" not in plan, view
     finally:
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+
+
+WINDOW = re.compile(r"Window \[.*\], \[(?P<keys>[^\]]*)\], \[(?P<order>[^\]]*)\]$", re.M)
+"""A Window operator's line in a plan string: `Window [functions], [partition keys], [order]`."""
+
+
+def test_prefill_timeline_window_is_not_one_partition_per_engine(engines):
+    """The running sum over first-token times (`_prefill_timeline`, traceq/sql/rollups.sql)
+    is partitioned by engine and time bucket: on a dataset of one engine (most runs) Spark
+    sorts and sums it in as many tasks as the cluster has, not in one task holding every
+    first token of the run."""
+    _, sparked = engines
+    plan = physical_plan(sparked.spark.table("_prefill_timeline"))
+    by_ts = [
+        [key.split("#")[0] for key in keys.split(", ")]
+        for keys, order in WINDOW.findall(plan)
+        if order.startswith("ts#")
+    ]
+    assert by_ts, plan
+    for keys in by_ts:
+        assert keys[0] == "engine", plan
+        assert len(keys) > 1, f"the running sum over ts is one partition per engine: {keys}"
 
 
 ASOF_QUERIES = (
@@ -255,6 +278,15 @@ def test_run_playbook_gives_the_same_finding(materialised):
     # Examples are the top 5 requests by their longest gap; requests stalled behind the same
     # prefill tie on it, and each engine breaks the tie its own way: same number only.
     assert len(spark_f["example_requests"]) == len(duck_f["example_requests"]) == 5
+
+
+def test_macro_arguments_keep_their_grouping():
+    """A macro's argument is substituted as one operand: `_prefill_bucket(t_arrival +
+    ttft_ns)` (traceq/sql/rollups.sql) divides the sum, not ttft_ns alone."""
+    macros = Macros()
+    macros.add(parse("CREATE MACRO bucket(ts) AS ts // 10")[0])
+    assert "(a + b) DIV 10" in to_spark("SELECT bucket(a + b) FROM t", macros)
+    assert "bucket(c) DIV 10" not in to_spark("SELECT bucket(c) FROM t", macros)
 
 
 def test_asof_join_reading_the_right_star_is_refused():

@@ -25,7 +25,7 @@ from traceq.playbooks.executor import materialise_rollups
 from traceq.schema import TABLES
 from traceq.session import QueryError, Session
 from traceq.spark import SparkExecutor, view_sql
-from traceq.spark.translate import TranslationError, parse, to_spark, view_name
+from traceq.spark.translate import Macros, TranslationError, parse, to_spark, view_name
 from traceq.sql import load
 
 SYMPTOMS = ("prefill-interference", "tbt-jitter", "kv-pressure", "slow-decode", "error-rate")
@@ -42,6 +42,11 @@ def engines(tmp_path_factory):
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")
+        # Local-mode settings for tiny data (docs/PERFORMANCE.md, "Test suite time"): adaptive
+        # execution re-plans stage by stage, which costs more here than it saves, and a JVM
+        # that lives for one module spends less CPU compiling with C1 alone than with C2.
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("FATAL")
@@ -50,6 +55,16 @@ def engines(tmp_path_factory):
             yield duck, sparked
     finally:
         spark.stop()
+
+
+@pytest.fixture(scope="module")
+def materialised(engines):
+    """The engines with the shared rollups cached once for the module, as `traceq diagnose`
+    does once per run (the playbook tests below read them)."""
+    duck, spark = engines
+    materialise_rollups(duck)
+    materialise_rollups(spark)
+    return duck, spark
 
 
 def normalise(frame: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
@@ -85,31 +100,21 @@ def assert_same_rows(duck: pl.DataFrame, spark: pl.DataFrame) -> None:
 
 @pytest.mark.parametrize(
     "view",
-    ["request_phases", "token_gaps", "kpi_latency", "gap_stalls", "gap_context", "request_gpu"],
+    [
+        "request_phases",
+        "token_gaps",
+        "kpi_latency",
+        "_prefill_timeline",
+        "gap_stalls",
+        "gap_context",
+        "request_gpu",
+    ],
 )
 def test_public_views_equal_duckdb(engines, view):
     duck, spark = engines
     duck_rows = duck.query(f"SELECT * FROM {view}")
     assert duck_rows.height > 0
     assert_same_rows(duck_rows, spark.query(f"SELECT * FROM {view}"))
-
-
-def test_playbook_symptoms_equal_duckdb(engines):
-    duck, spark = engines
-    materialise_rollups(duck)
-    materialise_rollups(spark)
-    by_id = load_catalog().by_id()
-    fired = set()
-    for pid in SYMPTOMS:
-        pb = by_id[pid]
-        sql = pb.symptom_sql
-        params = bind(sql, pb.defaults())
-        duck_rows = duck.query(sql, params)
-        assert duck_rows.height > 0, pid
-        assert_same_rows(duck_rows, spark.query(sql, params))
-        if duck_rows["fired"].any():
-            fired.add(pid)
-    assert "prefill-interference" in fired  # the scenario's fault is found by both engines
 
 
 def test_every_view_and_check_translates():
@@ -149,7 +154,10 @@ def test_asof_joins_are_equi_joins_in_spark(engines):
     views = asof_views()
     assert {"gap_context", "gap_stalls"} <= set(views)
     spark = sparked.spark
-    spark.catalog.clearCache()  # plans of the views themselves, not of cached rollups
+    # Plans of the views themselves, not of cached rollups: nothing is cached yet when the
+    # tests run in file order (the `materialised` tests come later); in another order the
+    # later queries read the views uncached, the same rows, slower.
+    spark.catalog.clearCache()
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     try:
         for view in views:
@@ -160,6 +168,28 @@ def test_asof_joins_are_equi_joins_in_spark(engines):
             assert "CartesianProduct" not in plan, view
     finally:
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+
+
+WINDOW = re.compile(r"Window \[.*\], \[(?P<keys>[^\]]*)\], \[(?P<order>[^\]]*)\]$", re.M)
+"""A Window operator's line in a plan string: `Window [functions], [partition keys], [order]`."""
+
+
+def test_prefill_timeline_window_is_not_one_partition_per_engine(engines):
+    """The running sum over first-token times (`_prefill_timeline`, traceq/sql/rollups.sql)
+    is partitioned by engine and time bucket: on a dataset of one engine (most runs) Spark
+    sorts and sums it in as many tasks as the cluster has, not in one task holding every
+    first token of the run."""
+    _, sparked = engines
+    plan = physical_plan(sparked.spark.table("_prefill_timeline"))
+    by_ts = [
+        [key.split("#")[0] for key in keys.split(", ")]
+        for keys, order in WINDOW.findall(plan)
+        if order.startswith("ts#")
+    ]
+    assert by_ts, plan
+    for keys in by_ts:
+        assert keys[0] == "engine", plan
+        assert len(keys) > 1, f"the running sum over ts is one partition per engine: {keys}"
 
 
 ASOF_QUERIES = (
@@ -212,14 +242,29 @@ def test_bad_query_is_a_query_error(engines):
         spark.query("SELECT * FROM no_such_view")
 
 
-def test_run_playbook_gives_the_same_finding(engines):
+def test_playbook_symptoms_equal_duckdb(materialised):
+    duck, spark = materialised
+    by_id = load_catalog().by_id()
+    fired = set()
+    for pid in SYMPTOMS:
+        pb = by_id[pid]
+        sql = pb.symptom_sql
+        params = bind(sql, pb.defaults())
+        duck_rows = duck.query(sql, params)
+        assert duck_rows.height > 0, pid
+        assert_same_rows(duck_rows, spark.query(sql, params))
+        if duck_rows["fired"].any():
+            fired.add(pid)
+    assert "prefill-interference" in fired  # the scenario's fault is found by both engines
+
+
+def test_run_playbook_gives_the_same_finding(materialised):
     """The playbook engine through the executor seam: requires, symptom, figures, causes,
     evidence and examples of one playbook, run by each engine."""
-    duck, spark = engines
+    duck, spark = materialised
     pb = load_catalog().by_id()["prefill-interference"]
     found = {}
     for name, executor in (("duckdb", duck), ("spark", spark)):
-        materialise_rollups(executor)
         found[name] = run_playbook(executor, pb, pb.defaults()).to_dict()
     duck_f, spark_f = found["duckdb"], found["spark"]
     assert spark_f["status"] == duck_f["status"] == "fail"
@@ -233,6 +278,15 @@ def test_run_playbook_gives_the_same_finding(engines):
     # Examples are the top 5 requests by their longest gap; requests stalled behind the same
     # prefill tie on it, and each engine breaks the tie its own way: same number only.
     assert len(spark_f["example_requests"]) == len(duck_f["example_requests"]) == 5
+
+
+def test_macro_arguments_keep_their_grouping():
+    """A macro's argument is substituted as one operand: `_prefill_bucket(t_arrival +
+    ttft_ns)` (traceq/sql/rollups.sql) divides the sum, not ttft_ns alone."""
+    macros = Macros()
+    macros.add(parse("CREATE MACRO bucket(ts) AS ts // 10")[0])
+    assert "(a + b) DIV 10" in to_spark("SELECT bucket(a + b) FROM t", macros)
+    assert "bucket(c) DIV 10" not in to_spark("SELECT bucket(c) FROM t", macros)
 
 
 def test_asof_join_reading_the_right_star_is_refused():

@@ -15,6 +15,8 @@ optional dependency (`pip install 'traceq[spark]'`) and Spark needs a Java 17+ r
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -109,7 +111,8 @@ def register(
             ]
             _parquet(spark, "tokens", paths).createOrReplaceTempView(f"_tokens_{role}_{mode}")
     skipped: dict[str, str] = {}
-    views = view_sql(lambda v: spark.table(v).columns, spark, skipped)
+    with _analysed_views(spark):
+        views = view_sql(lambda v: spark.table(v).columns, spark, skipped)
     return Registered(ds, [name for name, _ in views if name not in skipped], skipped)
 
 
@@ -144,6 +147,30 @@ def view_sql(
                 continue
             out.append((name, sql))
     return out
+
+
+STORE_ANALYSED_VIEWS = "spark.sql.legacy.storeAnalyzedPlanForView"
+"""Spark SQL setting, on while `register` creates the views: each temporary view keeps its
+analysed plan instead of its SQL text. With the text (Spark's default), every reference to
+a view analyses it again, and traceq's views read views that read views (window_stats reads
+diag_window and chunk_gaps, which read token_gaps, which reads request_phases...): a playbook
+query was analysed for seconds, most of a diagnose run on small data (docs/SCALE.md, "What
+is checked"). The views are created together, in dependency order, from tables registered
+just before, so a stored plan is what the text would give."""
+
+
+@contextmanager
+def _analysed_views(spark: SparkSession) -> Iterator[None]:
+    """`STORE_ANALYSED_VIEWS` on for the block; the session's own value afterwards."""
+    before = spark.conf.get(STORE_ANALYSED_VIEWS, None)
+    spark.conf.set(STORE_ANALYSED_VIEWS, "true")
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(STORE_ANALYSED_VIEWS)
+        else:
+            spark.conf.set(STORE_ANALYSED_VIEWS, before)
 
 
 def _source_files(ds: Dataset, source: dict[str, Any], table: str) -> list[Path]:

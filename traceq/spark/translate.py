@@ -10,7 +10,9 @@ DuckDB constructs rewritten (and why each rewrite gives the same rows):
 
 - `CREATE MACRO name(args) AS expr` (views.sql `_latency_stats`): Spark SQL has no SQL
   macros; `Macros` collects them and every call is replaced by the body with the arguments
-  substituted, before anything else is rewritten.
+  substituted (each in parentheses unless it is a column, literal or call: rollups.sql's
+  `_prefill_bucket(t_arrival + ttft_ns)` is `(t_arrival + ttft_ns) DIV 10000000000`), before
+  anything else is rewritten.
 - `quantile_cont(x, p)` / `quantile_cont(x, [p, ...])` → `percentile(x, p)`: both are the
   exact, linearly interpolated quantile (sqlglot would print `percentile_cont(x, p)`, which
   Spark accepts only as `WITHIN GROUP`).
@@ -91,12 +93,21 @@ class Macros:
 
             def bind(inner: exp.Expr) -> exp.Expr:
                 if isinstance(inner, exp.Column) and not inner.table and inner.name in values:
-                    return values[inner.name].copy()
+                    return _atom(values[inner.name].copy())
                 return inner
 
             return body.copy().transform(bind)
 
         return tree.transform(inline)
+
+
+def _atom(node: exp.Expr) -> exp.Expr:
+    """`node` parenthesised unless it is a column, literal, call or already in parentheses:
+    a macro argument keeps its grouping in the body (`m(a + b)` with body `x // 10` is
+    `(a + b) // 10`; a built tree prints no parentheses of its own)."""
+    if isinstance(node, (exp.Column, exp.Literal, exp.Paren, exp.Func, exp.Subquery)):
+        return node
+    return exp.paren(node)
 
 
 def parse(sql: str) -> list[exp.Expr]:

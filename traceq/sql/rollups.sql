@@ -24,16 +24,14 @@ ANTI JOIN request_phases AS p ON p.request_id = c.request_id AND p.source_id = c
 -- prefill stalls the decode steps of its own engine only, so on a dataset of several
 -- instances each has its own timeline; with one instance (or none named) every request is on
 -- the one engine, including requests whose row names no instance (sampled traces, a client
--- export beside one server).
+-- export beside one server). Only requests off the default engine '' have a row (readers
+-- LEFT JOIN it and take '' for the rest), so a dataset of one instance has none: at a
+-- million requests a row for each was 50 MB held through `traceq diagnose` for nothing.
 CREATE OR REPLACE VIEW _request_engine AS
-SELECT
-    request_id,
-    CASE
-        WHEN (SELECT count(DISTINCT instance) FROM request_phases) > 1
-            THEN coalesce(instance, '')
-        ELSE ''
-    END AS engine
-FROM request_phases;
+SELECT request_id, instance AS engine
+FROM request_phases
+WHERE instance IS NOT NULL AND instance <> ''
+    AND (SELECT count(DISTINCT instance) FROM request_phases) > 1;
 
 -- Internal (not a public view): the time bucket of the prefill timeline's running sum, 10 s
 -- (ts in ns). The width bounds the work of both levels below: a 9-hour run has 3,240
@@ -54,12 +52,12 @@ CREATE OR REPLACE MACRO _prefill_bucket(ts) AS ts // 10000000000;
 CREATE OR REPLACE VIEW _prefill_timeline AS
 WITH firsts AS (
     SELECT
-        e.engine,
+        coalesce(e.engine, '') AS engine,
         p.t_arrival + p.ttft_ns AS ts,
         _prefill_bucket(p.t_arrival + p.ttft_ns) AS bucket,
         sum(greatest(coalesce(p.prompt_tokens, 0) - coalesce(p.cached_tokens, 0), 0)) AS tokens
     FROM request_phases AS p
-    JOIN _request_engine AS e USING (request_id)
+    LEFT JOIN _request_engine AS e USING (request_id)
     WHERE p.ttft_ns IS NOT NULL
     GROUP BY ALL
 ),

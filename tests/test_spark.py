@@ -281,9 +281,12 @@ def test_run_playbook_gives_the_same_finding(materialised):
     ]
     shape = [(e["id"], e["columns"], len(e["rows"])) for e in duck_f["evidence"]]
     assert [(e["id"], e["columns"], len(e["rows"])) for e in spark_f["evidence"]] == shape
-    # Examples are the top 5 requests by their longest gap; requests stalled behind the same
-    # prefill tie on it, and each engine breaks the tie its own way: same number only.
-    assert len(spark_f["example_requests"]) == len(duck_f["example_requests"]) == 5
+    # Evidence rows and examples are ordered to a key that ends unique (requests stalled
+    # behind the same prefill tie on their longest gap): the same requests in the same order
+    ids = [[r.get("request_id") for r in e["rows"]] for e in duck_f["evidence"]]
+    assert [[r.get("request_id") for r in e["rows"]] for e in spark_f["evidence"]] == ids
+    assert spark_f["example_requests"] == duck_f["example_requests"]
+    assert len(duck_f["example_requests"]) == 5
 
 
 def test_macro_arguments_keep_their_grouping():

@@ -14,8 +14,10 @@ Datasets written before this layout list flat `<table>/<source_id>.parquet` file
 table; they are read as they are (docs/INGEST.md, "Dataset layout").
 
 Within a file, rows are sorted by `traceq/sql/layout.sql`: requests by arrival, tokens by
-their request's first chunk then request id, view and idx (each request's chunks together, in
-order, and requests in time order), the other tables by time. A request's chunks stay in one
+their request's first chunk (written beside each chunk to a scratch file first,
+`traceq/sql/layout_tokens_t0.sql`, whose only state per request is a 16-byte key and time)
+then request id, view and idx (each request's chunks together, in order, and requests in
+time order), the other tables by time. A request's chunks stay in one
 file, the `day=` of its first chunk, and `tokens.gap_ns` left null by a reader (OTLP) is
 filled there from that order (a streaming `lag`), so no ingest runs a window over every chunk.
 Row groups hold `ROW_GROUP_ROWS` rows, so each covers a short stretch of time and a time filter
@@ -109,6 +111,10 @@ def lay_out(
                 con.read_parquet(str(staged[table])).create_view(view)
             else:
                 con.register(view, empty(table).to_arrow())
+        con.execute(load("layout_setup"))
+        t0 = scratch / "layout_tokens_t0.parquet"
+        con.sql(load("layout_tokens_t0")).write_parquet(str(t0), compression="zstd")
+        con.read_parquet(str(t0)).create_view("_staged_tokens_t0")
         con.execute(load("layout"))
         for table in staged.keys() & PARTITION_TIME.keys():
             out[table] = _write_days(con, table, scratch / "laid" / table, name, instance)

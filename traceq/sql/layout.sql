@@ -1,12 +1,8 @@
 -- How one source's rows are laid out in the dataset (traceq/layout.py): each table's rows
 -- sorted for pruning, with `_day` (the UTC date of the table's time column) naming the
 -- `day=` partition. Inputs: _staged_<table>, one view per partitioned table (empty when the
--- source has none). Outputs: _laid_<table> (sorted rows plus _day) and _days_<table>.
-
--- One thread: two threads each buffer a sort run and a Parquet row group of wide `spans` rows
--- (their JSON attributes), which ran out of the 512 MB LAYOUT_MEMORY at 1 M requests (2 M
--- spans: "failed to allocate data of size 16.0 MiB"); one thread laid them out at 628 MiB.
-SET threads = 1;
+-- source has none), and _staged_tokens_t0 (layout_tokens_t0.sql). Outputs: _laid_<table>
+-- (sorted rows plus _day) and _days_<table>.
 
 CREATE OR REPLACE TEMP MACRO _utc_day(ns) AS strftime(make_timestamp(ns // 1000), '%Y-%m-%d');
 
@@ -24,16 +20,13 @@ ORDER BY t_arrival NULLS LAST, request_id, view;
 -- the same request, which in this order is the row before. `lag() OVER ()` (no partition, no
 -- order of its own) streams over the sorted rows, one row back, so no window holds the
 -- chunks; it is taken before a day's filter, and a day's first row is a request's first chunk.
+-- _t0 (the request's first chunk) comes with each chunk from _staged_tokens_t0, written by
+-- layout_tokens_t0.sql before this file runs, so the sort reads one file and joins nothing.
 CREATE OR REPLACE TEMP VIEW _laid_tokens AS
-WITH starts AS (
-    SELECT request_id, view, min(ts) AS _t0 FROM _staged_tokens GROUP BY ALL
-),
-sorted AS (
-    SELECT t.*, _utc_day(s._t0) AS _day
-    FROM _staged_tokens AS t
-    LEFT JOIN starts AS s
-        ON s.request_id IS NOT DISTINCT FROM t.request_id AND s.view IS NOT DISTINCT FROM t.view
-    ORDER BY s._t0 NULLS LAST, t.request_id, t.view, t.idx, t.ts
+WITH sorted AS (
+    SELECT t.* EXCLUDE (_t0), _utc_day(t._t0) AS _day
+    FROM _staged_tokens_t0 AS t
+    ORDER BY t._t0 NULLS LAST, t.request_id, t.view, t.idx, t.ts
 )
 SELECT * REPLACE (
     coalesce(
@@ -67,7 +60,7 @@ ORDER BY ts NULLS LAST, host, gpu;
 CREATE OR REPLACE TEMP VIEW _days_requests AS
 SELECT DISTINCT _utc_day(t_arrival) FROM _staged_requests ORDER BY 1;
 CREATE OR REPLACE TEMP VIEW _days_tokens AS
-SELECT DISTINCT _utc_day(min(ts)) FROM _staged_tokens GROUP BY request_id, view ORDER BY 1;
+SELECT DISTINCT _utc_day(_t0) FROM _staged_tokens_t0 ORDER BY 1;
 CREATE OR REPLACE TEMP VIEW _days_spans AS
 SELECT DISTINCT _utc_day(t_start) FROM _staged_spans ORDER BY 1;
 CREATE OR REPLACE TEMP VIEW _days_engine_stats AS

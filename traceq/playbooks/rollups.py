@@ -26,6 +26,7 @@ import contextlib
 import itertools
 import math
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import duckdb
@@ -62,7 +63,9 @@ _INT64 = (-(2**63), 2**63 - 1)
 """Open bounds of the first and last window part: chunks outside the window grid included."""
 
 
-def _run(session: Session, name: str, statement: Any, params: dict[str, Any] | None = None) -> Any:
+def _run(
+    session: Session, name: str, statement: Any, params: Mapping[str, Any] | None = None
+) -> Any:
     try:
         return session.con.execute(statement, params)
     except duckdb.Error as exc:
@@ -93,18 +96,34 @@ def _time_parts(session: Session, parts: int) -> bool:
     if t_min is None:
         return True
     edges = [t_min, *sorted(set(inner) - {t_min}), t_max + 1]
+    parts_of = (
+        [(set_lo, {"lo": lo}), (set_hi, {"hi": hi}), (set_ts_lo, None), (set_ts_hi, None)]
+        for lo, hi in itertools.pairwise(edges)
+    )
+    _fill_in_parts(session, name, view, parts_of, fill, drop)
+    return True
+
+
+def _fill_in_parts(
+    session: Session,
+    name: str,
+    view: Any,
+    parts: Iterable[Sequence[tuple[Any, Mapping[str, Any] | None]]],
+    fill: Any,
+    drops: list[Any],
+) -> None:
+    """Create the temporary `view` of one part's chunks, then for each part run its statements
+    (the variables that bound it) and `fill`; drop the view (and what else `drops` names)
+    whatever happens, so no later query reads one part's chunks."""
     _run(session, name, view)
     try:
-        for lo, hi in itertools.pairwise(edges):
-            _run(session, name, set_lo, {"lo": lo})
-            _run(session, name, set_hi, {"hi": hi})
-            _run(session, name, set_ts_lo)
-            _run(session, name, set_ts_hi)
+        for part in parts:
+            for statement, params in part:
+                _run(session, name, statement, params)
             _run(session, name, fill)
     finally:
-        for statement in drop:
+        for statement in drops:
             _run(session, name, statement)
-    return True
 
 
 def _fill_request_gaps(session: Session, time_order: bool) -> None:
@@ -137,14 +156,10 @@ def _fill_window_tbt(session: Session, time_order: bool) -> None:
         step = math.ceil(windows / parts) * window_ns
         inner = [grid_start + i * step for i in range(1, parts)]
         edges = [_INT64[0], *inner, _INT64[1]]
-    _run(session, name, view)
-    try:
-        for lo, hi in itertools.pairwise(edges):
-            _run(session, name, set_lo, {"lo": lo})
-            _run(session, name, set_hi, {"hi": hi})
-            _run(session, name, fill)
-    finally:
-        _run(session, name, drop)
+    parts_of = (
+        [(set_lo, {"lo": lo}), (set_hi, {"hi": hi})] for lo, hi in itertools.pairwise(edges)
+    )
+    _fill_in_parts(session, name, view, parts_of, fill, [drop])
 
 
 def materialise(session: Session) -> dict[str, float]:

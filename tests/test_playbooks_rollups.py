@@ -132,8 +132,8 @@ def test_rollups_in_time_parts_are_the_views_rows(jitter, monkeypatch):
 
 def test_rollups_that_fail_part_way_leave_the_views_to_the_playbooks(jitter, monkeypatch):
     # out of memory in a late rollup (here: the per-window pass) must not leave the earlier
-    # tables, one of them empty until its parts are in, shadowing their views with wrong rows
-    # (which read as "not enough data"): the playbooks read the views and find the same
+    # rollups' views over their files (one with parts missing) shadowing the views with wrong
+    # rows (which read as "not enough data"): the playbooks read the views and find the same
     catalog = load_catalog().playbooks
     with Session(jitter) as s:
         normal = [(f.id, f.status, f.message) for f in diagnose(s, catalog).findings]
@@ -145,7 +145,11 @@ def test_rollups_that_fail_part_way_leave_the_views_to_the_playbooks(jitter, mon
     with Session(jitter) as s:
         failed = [(f.id, f.status, f.message) for f in diagnose(s, catalog).findings]
         tables = s.query("SELECT count(*) AS n FROM duckdb_tables() WHERE temporary")
+        views = s.query("SELECT view_name FROM duckdb_views() WHERE temporary AND NOT internal")
+        left = list(s.temp_dir.glob("rollups/*"))
     assert tables["n"][0] == 0
+    assert not set(views["view_name"]) & set(rollups.ROLLUPS)
+    assert left == []
     assert failed == normal
     assert any(status == "fail" for _, status, _ in normal)
 

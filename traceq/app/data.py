@@ -167,8 +167,9 @@ def findings_for(dataset: str, findings_file: str | None = None) -> Findings:
         if exc.name and exc.name.startswith("traceq.playbooks"):
             return Findings(_empty(dataset), ENGINE_MISSING)
         raise
-    # A session of its own: the engine materialises its rollups as temporary tables on the
-    # connection it is given, and the pages' shared session is never mutated.
+    # A session of its own: the engine materialises its rollups as temporary views (over
+    # files in the session's temp directory) on the connection it is given, and the pages'
+    # shared session is never mutated.
     with Session(dataset) as own:
         result = engine.diagnose(own, engine.load_catalog().playbooks)
     if isinstance(result, dict):

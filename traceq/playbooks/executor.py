@@ -35,7 +35,7 @@ class Executor(Protocol):
 
 
 def materialise_rollups(executor: Executor) -> dict[str, float]:
-    """Compute the shared rollups once per run: DuckDB temporary tables for a `Session`
+    """Compute the shared rollups once per run: Parquet files and views for a `Session`
     (traceq/playbooks/rollups.py), the executor's own `materialise` otherwise."""
     if isinstance(executor, Session):
         from traceq.playbooks.rollups import materialise

@@ -1,17 +1,22 @@
 """Shared rollups, computed once per diagnose run (traceq/sql/rollups.sql).
 
-`materialise` is the one place where traceq writes through a session's connection: it
-creates temporary tables (in DuckDB's in-memory temp catalogue, never in the dataset) named
-after the rollup views, so every playbook query reads the computed rows instead of
-recomputing per-request and per-window statistics from raw tokens. Why temporary tables and
-not only views: several playbooks read the same rollups (window_stats alone by eight), and a
-view would recompute its whole plan each time. `Session.query` stays read-only.
+`materialise` is the one place where traceq writes through a session's connection: it writes
+each rollup as Parquet into a folder of the session's private temp directory (never into the
+dataset) and creates a temporary view of the rollup's name over its files
+(traceq/sql/rollups_store.sql), so every playbook query reads the computed rows instead of
+recomputing per-request and per-window statistics from raw tokens. Why materialise and not
+only views: several playbooks read the same rollups (window_stats alone by eight), and a view
+would recompute its whole plan each time. Why files and not temporary tables: a table of
+per-request rows stays in memory for the whole run, ~0.45 GB a million requests, while a file
+costs memory only while a query reads it (docs/PERFORMANCE.md, "Diagnose peak RSS").
+`Session.query` stays read-only.
 
 The two grouped passes over every chunk gap, per request (`_request_gaps`) and per window
-(`_window_tbt`), run in parts: their quantile states hold every gap of the rows in the pass
-(DuckDB keeps them outside its memory limit, about 17 bytes a gap), so one pass over a
-million requests took 1.1 GB and ten million would not fit (docs/PERFORMANCE.md, "Diagnose").
-A part must read only its own row groups, so how the parts are cut follows the dataset's order:
+(`_window_tbt`), run in parts, one file each: their quantile states hold every gap of the rows
+in the pass (DuckDB keeps them outside its memory limit, about 17 bytes a gap), so one pass
+over a million requests took 1.1 GB and ten million would not fit (docs/PERFORMANCE.md,
+"Diagnose"). A part must read only its own row groups, so how the parts are cut follows the
+dataset's order:
 
 - tokens in time order (the day-partitioned layout, traceq/layout.py): parts by time
   (traceq/sql/rollups_time_parts.sql), requests by the time of their first chunk
@@ -25,8 +30,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -59,6 +66,9 @@ GAPS_PER_PART = 15_000_000
 """Chunks per part of the per-window gap pass (time parts only): about the gaps of a part of
 `REQUESTS_PER_PART` requests at `traceq synth large`'s ~56 chunks a request."""
 
+_IN_PARTS = ("_request_gaps", "_window_tbt")
+"""The rollups written part by part (module docstring); the others are written whole."""
+
 _INT64 = (-(2**63), 2**63 - 1)
 """Open bounds of the first and last window part: chunks outside the window grid included."""
 
@@ -73,6 +83,21 @@ def _run(
         raise QueryError(msg) from exc
 
 
+class _Files:
+    """The run's folder of rollup files, `NAME-PART.parquet` (traceq/sql/rollups_store.sql
+    reads them back): parts numbered in the order they are written."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._parts: dict[str, int] = {}
+
+    def next(self, name: str) -> dict[str, str]:
+        """The `$path` parameter of the rollup's next part."""
+        part = self._parts.get(name, 0)
+        self._parts[name] = part + 1
+        return {"path": str(self.folder / f"{name}-{part:05d}.parquet")}
+
+
 def _in_request_order(session: Session, statement: Any) -> bool:
     """Whether tokens are stored in request-id order (rollups_request_parts.sql, 2.)."""
     return bool(_run(session, "_request_gaps", statement).fetchone()[0] == 0)
@@ -82,25 +107,31 @@ def _statements(session: Session, name: str) -> list[Any]:
     return list(session.con.extract_statements(load(name)))
 
 
-def _time_parts(session: Session, parts: int) -> bool:
-    """Fill `_request_gaps` in `parts` parts by first-chunk time; False (nothing written) when
-    some chunk has no time (traceq/sql/rollups_time_parts.sql, 1.)."""
+def _time_parts(session: Session, parts: int, files: _Files) -> bool:
+    """Write `_request_gaps` in `parts` parts by first-chunk time; False (nothing written)
+    when some chunk has no time (traceq/sql/rollups_time_parts.sql, 1.)."""
     name = "_request_gaps"
-    statements = _statements(session, "rollups_time_parts")[:11]
-    untimed, span, bounds_of, set_lo, set_hi, set_ts_lo, set_ts_hi, view, fill, *drop = statements
+    statements = _statements(session, "rollups_time_parts")[:12]
+    untimed, span, span_view, bounds_of, set_lo, set_hi, set_ts_lo, set_ts_hi, view, fill = (
+        statements[:10]
+    )
+    drop = statements[10:]
     if _run(session, name, untimed).fetchone()[0] > 0:
         return False
-    _run(session, name, span)
+    _run(session, name, span, files.next("_request_span"))
+    _run(session, name, span_view)
     quantiles = [i / parts for i in range(1, parts)]
     inner, t_min, t_max = _run(session, name, bounds_of, {"quantiles": quantiles}).fetchone()
-    if t_min is None:
+    if t_min is None:  # no request with a chunk: the part of null ids is the only one
+        for statement in drop:
+            _run(session, name, statement)
         return True
     edges = [t_min, *sorted(set(inner) - {t_min}), t_max + 1]
     parts_of = (
         [(set_lo, {"lo": lo}), (set_hi, {"hi": hi}), (set_ts_lo, None), (set_ts_hi, None)]
         for lo, hi in itertools.pairwise(edges)
     )
-    _fill_in_parts(session, name, view, parts_of, fill, drop)
+    _fill_in_parts(session, name, view, parts_of, fill, drop, files)
     return True
 
 
@@ -111,28 +142,29 @@ def _fill_in_parts(
     parts: Iterable[Sequence[tuple[Any, Mapping[str, Any] | None]]],
     fill: Any,
     drops: list[Any],
+    files: _Files,
 ) -> None:
     """Create the temporary `view` of one part's chunks, then for each part run its statements
-    (the variables that bound it) and `fill`; drop the view (and what else `drops` names)
-    whatever happens, so no later query reads one part's chunks."""
+    (the variables that bound it) and `fill` into the part's file; drop the view (and what
+    else `drops` names) whatever happens, so no later query reads one part's chunks."""
     _run(session, name, view)
     try:
         for part in parts:
             for statement, params in part:
                 _run(session, name, statement, params)
-            _run(session, name, fill)
+            _run(session, name, fill, files.next(name))
     finally:
         for statement in drops:
             _run(session, name, statement)
 
 
-def _fill_request_gaps(session: Session, time_order: bool) -> None:
-    """Insert `_request_gaps` part by part (module docstring)."""
+def _fill_request_gaps(session: Session, time_order: bool, files: _Files) -> None:
+    """Write `_request_gaps` part by part (module docstring)."""
     name = "_request_gaps"
     count, _, sample = _statements(session, "rollups_request_parts")
     parts = max(1, math.ceil(_run(session, name, count).fetchone()[0] / REQUESTS_PER_PART))
     by_range, null_ids = _statements(session, "rollups_request_gaps")
-    if not (parts > 1 and time_order and _time_parts(session, parts)):
+    if not (parts > 1 and time_order and _time_parts(session, parts, files)):
         bounds: list[str] = []
         if parts > 1 and not time_order:
             quantiles = [i / parts for i in range(1, parts)]
@@ -140,14 +172,14 @@ def _fill_request_gaps(session: Session, time_order: bool) -> None:
             bounds = sorted(set(found))
         edges: list[str | None] = [None, *bounds, None]
         for lo, hi in itertools.pairwise(edges):
-            _run(session, name, by_range, {"lo": lo, "hi": hi})
-    _run(session, name, null_ids)
+            _run(session, name, by_range, {"lo": lo, "hi": hi, **files.next(name)})
+    _run(session, name, null_ids, files.next(name))
 
 
-def _fill_window_tbt(session: Session, time_order: bool) -> None:
-    """Insert `_window_tbt` part by part, on the window grid (module docstring)."""
+def _fill_window_tbt(session: Session, time_order: bool, files: _Files) -> None:
+    """Write `_window_tbt` part by part, on the window grid (module docstring)."""
     name = "_window_tbt"
-    grid, set_lo, set_hi, view, fill, drop = _statements(session, "rollups_time_parts")[11:]
+    grid, set_lo, set_hi, view, fill, drop = _statements(session, "rollups_time_parts")[12:]
     row = _run(session, name, grid).fetchone()
     edges = list(_INT64)
     if row is not None and time_order:
@@ -159,33 +191,46 @@ def _fill_window_tbt(session: Session, time_order: bool) -> None:
     parts_of = (
         [(set_lo, {"lo": lo}), (set_hi, {"hi": hi})] for lo, hi in itertools.pairwise(edges)
     )
-    _fill_in_parts(session, name, view, parts_of, fill, [drop])
+    _fill_in_parts(session, name, view, parts_of, fill, [drop], files)
+
+
+def _drop(session: Session, folder: Path) -> None:
+    """Drop every temporary view and table a materialisation may have made, and its files."""
+    for statement in _statements(session, "rollups_drop"):
+        with contextlib.suppress(duckdb.CatalogException):  # a table of the caller's own
+            session.con.execute(statement)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def materialise(session: Session) -> dict[str, float]:
-    """Create the rollup tables on `session`'s connection; seconds per rollup."""
+    """Write the rollups to the session's temp directory and shadow each rollup view with a
+    temporary view over its files; seconds per rollup."""
     timings: dict[str, float] = {}
-    statements = session.con.extract_statements(load("rollups_materialise"))
+    folder = session.temp_dir / "rollups"
+    _drop(session, folder)  # a run before on this session
+    folder.mkdir(parents=True)
+    files = _Files(folder)
+    set_folder, *copies = _statements(session, "rollups_materialise")
+    whole = dict(zip((n for n in ROLLUPS if n not in _IN_PARTS), copies, strict=True))
+    views = _statements(session, "rollups_store")
     _, order, _ = _statements(session, "rollups_request_parts")
-    time_order = not _in_request_order(session, order)
     try:
-        for name, statement in zip(ROLLUPS, statements, strict=True):
+        time_order = not _in_request_order(session, order)
+        _run(session, "rollups", set_folder, {"dir": str(folder)})
+        for name, view in zip(ROLLUPS, views, strict=True):
             started = time.perf_counter()
-            _run(session, name, statement)
             if name == "_request_gaps":
-                _fill_request_gaps(session, time_order)
-            elif name == "request_tbt":
-                for slim in _statements(session, "rollups_slim"):
-                    _run(session, name, slim)
+                _fill_request_gaps(session, time_order, files)
             elif name == "_window_tbt":
-                _fill_window_tbt(session, time_order)
+                _fill_window_tbt(session, time_order, files)
+            else:
+                _run(session, name, whole[name], files.next(name))
+            _run(session, name, view)
             timings[name] = time.perf_counter() - started
             note(name, timings[name])
     except QueryError:
-        # a table left half filled (or empty, before its parts) would shadow its view with
-        # wrong rows: the playbooks must read the views themselves, or fail saying why
-        for statement in _statements(session, "rollups_drop"):
-            with contextlib.suppress(duckdb.CatalogException):  # a table where a view is named
-                session.con.execute(statement)
+        # a rollup left with missing parts (or none) would shadow its view with wrong rows:
+        # the playbooks must read the views themselves, or fail saying why
+        _drop(session, folder)
         raise
     return timings

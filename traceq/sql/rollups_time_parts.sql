@@ -9,12 +9,16 @@
 -- presence keeps the per-request pass whole.
 SELECT count(*) AS untimed FROM tokens WHERE ts IS NULL;
 -- 2. Each request's first and last chunk time, over every source and view (chunk_gaps reads
--- its rows from tokens): a request belongs to the part that holds its first chunk.
-CREATE OR REPLACE TEMP TABLE _request_span AS
-SELECT request_id, min(ts) AS t0, max(ts) AS t1
-FROM tokens
-WHERE request_id IS NOT NULL
-GROUP BY request_id;
+-- its rows from tokens): a request belongs to the part that holds its first chunk. A file in
+-- the run's folder (rollups_materialise.sql), not a table held in memory through the parts.
+COPY (
+    SELECT request_id, min(ts) AS t0, max(ts) AS t1
+    FROM tokens
+    WHERE request_id IS NOT NULL
+    GROUP BY request_id
+) TO $path (FORMAT parquet);
+CREATE OR REPLACE TEMP VIEW _request_span AS
+SELECT * FROM read_parquet(getvariable('traceq_rollups') || '/_request_span-*.parquet');
 -- 3. First-chunk times that cut the requests into parts of equal size ($quantiles), and the
 -- whole range.
 SELECT quantile_disc(t0, $quantiles) AS bounds, min(t0) AS t_min, max(t0) AS t_max
@@ -41,13 +45,14 @@ SEMI JOIN _request_span AS s
     AND s.t0 >= getvariable('traceq_part_t0_lo')
     AND s.t0 < getvariable('traceq_part_t0_hi')
 WHERE c.ts BETWEEN getvariable('traceq_part_ts_lo') AND getvariable('traceq_part_ts_hi');
--- 6. The part's rows (requests with an id; those without one are a part of their own,
--- rollups_request_gaps.sql).
-INSERT INTO _request_gaps
-SELECT * FROM memory.main._request_gaps WHERE request_id IS NOT NULL;
+-- 6. The part's rows, to the part's file (requests with an id; those without one are a part of
+-- their own, rollups_request_gaps.sql).
+COPY (
+    SELECT * FROM memory.main._request_gaps WHERE request_id IS NOT NULL
+) TO $path (FORMAT parquet);
 -- 7. Every chunk gap again.
 DROP VIEW IF EXISTS temp.main._request_chunks;
-DROP TABLE IF EXISTS temp.main._request_span;
+DROP VIEW IF EXISTS temp.main._request_span;
 -- 8. The chunk count, which sets the number of window parts, and the window grid.
 SELECT
     (SELECT count(*) FROM tokens) AS chunks,
@@ -63,5 +68,5 @@ CREATE OR REPLACE TEMP VIEW _window_chunks AS
 SELECT *
 FROM memory.main.chunk_gaps
 WHERE ts >= getvariable('traceq_window_lo') AND ts < getvariable('traceq_window_hi');
-INSERT INTO _window_tbt SELECT * FROM memory.main._window_tbt;
+COPY (SELECT * FROM memory.main._window_tbt) TO $path (FORMAT parquet);
 DROP VIEW IF EXISTS temp.main._window_chunks;

@@ -6,7 +6,6 @@ DROP VIEW IF EXISTS temp.main._request_engine;
 DROP VIEW IF EXISTS temp.main._prefill_timeline;
 DROP VIEW IF EXISTS temp.main._request_gaps;
 DROP VIEW IF EXISTS temp.main.gap_stalls;
-DROP VIEW IF EXISTS temp.main.request_tbt;
 DROP VIEW IF EXISTS temp.main._window_tbt;
 DROP VIEW IF EXISTS temp.main.window_stats;
 DROP VIEW IF EXISTS temp.main._request_span;

@@ -18,5 +18,4 @@ COPY (SELECT * FROM memory.main.diag_window) TO $path (FORMAT parquet);
 COPY (SELECT * FROM memory.main._request_engine) TO $path (FORMAT parquet);
 COPY (SELECT * FROM memory.main._prefill_timeline) TO $path (FORMAT parquet);
 COPY (SELECT * FROM memory.main.gap_stalls) TO $path (FORMAT parquet);
-COPY (SELECT * FROM memory.main.request_tbt) TO $path (FORMAT parquet);
 COPY (SELECT * FROM memory.main.window_stats) TO $path (FORMAT parquet);

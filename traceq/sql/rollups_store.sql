@@ -12,8 +12,6 @@ CREATE OR REPLACE TEMP VIEW _request_gaps AS
 SELECT * FROM read_parquet(getvariable('traceq_rollups') || '/_request_gaps-*.parquet');
 CREATE OR REPLACE TEMP VIEW gap_stalls AS
 SELECT * FROM read_parquet(getvariable('traceq_rollups') || '/gap_stalls-*.parquet');
-CREATE OR REPLACE TEMP VIEW request_tbt AS
-SELECT * FROM read_parquet(getvariable('traceq_rollups') || '/request_tbt-*.parquet');
 CREATE OR REPLACE TEMP VIEW _window_tbt AS
 SELECT * FROM read_parquet(getvariable('traceq_rollups') || '/_window_tbt-*.parquet');
 CREATE OR REPLACE TEMP VIEW window_stats AS

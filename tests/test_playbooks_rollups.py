@@ -191,3 +191,13 @@ def test_a_prefill_stalls_only_its_own_engines_gaps(tmp_path):
         ).to_dicts()
     assert stall == [{"tbt_ms": pytest.approx(310.0), "prefill_tokens": 3000}]
     assert long_gaps == [{"prefill_tokens": 3000}]
+
+
+def test_rollup_files_go_when_the_session_closes(jitter, tmp_path):
+    # diagnose writes its rollups into the session's temp directory; a directory the caller
+    # gave keeps nothing of them once the session is closed
+    with Session(jitter, temp_dir=tmp_path) as s:
+        diagnose(s, load_catalog().playbooks)
+        written = sorted(p.name for p in s.rollups_dir.iterdir())
+    assert any(name.startswith("_request_gaps-") for name in written)
+    assert list(tmp_path.iterdir()) == []

@@ -134,6 +134,14 @@ class Session:
     def _drop_temp(self) -> None:
         if self._own_temp:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
+        else:  # the caller's directory: only what traceq wrote there (diagnose's rollups)
+            shutil.rmtree(self.rollups_dir, ignore_errors=True)
+
+    @property
+    def rollups_dir(self) -> Path:
+        """Where `traceq diagnose` writes its rollups (traceq/playbooks/rollups.py): a folder
+        of the temp directory, removed when the session closes."""
+        return self.temp_dir / "rollups"
 
     # -- queries ---------------------------------------------------------------------------
     def query(self, sql: str, params: dict[str, Any] | None = None) -> pl.DataFrame:

@@ -208,7 +208,7 @@ def materialise(session: Session) -> dict[str, float]:
     """Write the rollups to the session's temp directory and shadow each rollup view with a
     temporary view over its files; seconds per rollup."""
     timings: dict[str, float] = {}
-    folder = session.temp_dir / "rollups"
+    folder = session.rollups_dir
     _drop(session, folder)  # a run before on this session
     folder.mkdir(parents=True)
     files = _Files(folder)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 import urllib.parse
+from contextvars import ContextVar
 from pathlib import Path
 
 import duckdb
@@ -62,6 +63,17 @@ LAYOUT_MEMORY = "512MB"
 """DuckDB memory limit of the sort that lays out one source (spills to disk beyond it). DuckDB
 holds up to about 1.5x its limit while sorting (measured: 20 M rows under 512 MB peaked at
 711 MiB); 256 MB was too little for the Parquet writer of wide `spans` rows."""
+
+INGEST_MEMORY: ContextVar[str | None] = ContextVar("ingest_memory", default=None)
+"""`traceq ingest --memory-limit`: the DuckDB memory limit of every ingest step that spills
+(each second pass, this layout, the request pick, traceq/pick.py), set by `traceq.ingest.ingest`
+for the duration of one ingest. None (the default) leaves each step its own fixed limit."""
+
+
+def ingest_memory(default: str) -> str:
+    """The DuckDB memory limit an ingest step runs under: `--memory-limit`, else `default`."""
+    return INGEST_MEMORY.get() or default
+
 
 _DAY = r"day=(?:\d{4}-\d{2}-\d{2}|" + NULL_PARTITION + ")"
 _INSTANCE = r"instance=[A-Za-z0-9_.%-]{1,200}"
@@ -104,7 +116,7 @@ def lay_out(
     out = {t: {f"{t}/{name}.parquet": p} for t, p in staged.items() if t not in PARTITION_TIME}
     if len(out) == len(staged):
         return out  # nothing to sort (a quarantine-only source): no DuckDB needed
-    with spilling_duckdb(scratch / "layout.tmp", LAYOUT_MEMORY) as con:
+    with spilling_duckdb(scratch / "layout.tmp", ingest_memory(LAYOUT_MEMORY)) as con:
         for table in PARTITION_TIME:
             view = f"_staged_{table}"
             if table in staged:

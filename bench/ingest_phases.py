@@ -54,9 +54,18 @@ def _wrap(name: str, fn: Callable[..., Any], after: str) -> Callable[..., Any]:
     return wrapped
 
 
-def _install() -> None:
+def _install(keep: Path | None) -> None:
     otel.ingest = _wrap("otel first pass", otel.ingest, "between")
-    otel._finalize = _wrap("otel second pass", otel._finalize, "otel first pass (rest)")
+    finalize = otel._finalize
+
+    def kept(writer: Any, schemas: Any) -> None:
+        if keep is not None:  # hard links: the files the second pass reads, for replays
+            keep.mkdir(parents=True, exist_ok=True)
+            for f in writer.scratch.glob("*.parquet"):
+                (keep / f.name).hardlink_to(f)
+        finalize(writer, schemas)
+
+    otel._finalize = _wrap("otel second pass", kept, "otel first pass (rest)")
     layout.lay_out = _wrap("layout", layout.lay_out, "commit")
     layout._write_days = _wrap_days(layout._write_days)
     pick.settle = _wrap("request pick", pick.settle, "after pick")
@@ -97,12 +106,13 @@ def main() -> None:
     ap.add_argument("files", nargs="+")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--memory-limit", default=None)
+    ap.add_argument("--keep", type=Path, help="hard-link the OTLP staged files here")
     args = ap.parse_args()
-    _install()
+    _install(args.keep)
     mark("start")
     t = time.perf_counter()
-    kwargs = {"memory_limit": args.memory_limit} if args.memory_limit else {}
-    traceq.ingest(args.files, args.dataset, **kwargs)
+    options = traceq.IngestOptions(memory_limit=args.memory_limit)
+    traceq.ingest(args.files, args.dataset, options=options)
     mark("end")
     total = time.perf_counter() - t
     rows = [m for m in _marks if m["s"] >= 0.05 or m["peak_mib"] > 0]

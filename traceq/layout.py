@@ -28,12 +28,16 @@ does not grow with the file.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import re
 import urllib.parse
 from contextvars import ContextVar
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from traceq.schema import TABLES, empty
 from traceq.spill import spilling_duckdb
@@ -73,6 +77,26 @@ for the duration of one ingest. None (the default) leaves each step its own fixe
 def ingest_memory(default: str) -> str:
     """The DuckDB memory limit an ingest step runs under: `--memory-limit`, else `default`."""
     return INGEST_MEMORY.get() or default
+
+
+def release_heap() -> None:
+    """Give the memory a finished ingest step left free back to the system before the next
+    one opens DuckDB: Python's unreachable cycles (polars frames among them), Arrow's pool and
+    glibc's free lists. After the OTLP first pass this was ~200 MiB of RSS at 100 k requests
+    (docs/PERFORMANCE.md, "Ingest peak RSS with size"), which every later step ran on top of."""
+    gc.collect()
+    pa.default_memory_pool().release_unused()
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+_LIBC = None
+if (_name := ctypes.util.find_library("c")) and "libc.so" in _name:  # glibc: malloc_trim
+    try:
+        _LIBC = ctypes.CDLL(_name)
+        _LIBC.malloc_trim  # noqa: B018 - musl has no malloc_trim
+    except (OSError, AttributeError):
+        _LIBC = None
 
 
 _DAY = r"day=(?:\d{4}-\d{2}-\d{2}|" + NULL_PARTITION + ")"
@@ -116,6 +140,7 @@ def lay_out(
     out = {t: {f"{t}/{name}.parquet": p} for t, p in staged.items() if t not in PARTITION_TIME}
     if len(out) == len(staged):
         return out  # nothing to sort (a quarantine-only source): no DuckDB needed
+    release_heap()
     with spilling_duckdb(scratch / "layout.tmp", ingest_memory(LAYOUT_MEMORY)) as con:
         for table in PARTITION_TIME:
             view = f"_staged_{table}"

@@ -24,7 +24,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from traceq.layout import ingest_memory
+from traceq.layout import ingest_memory, release_heap
 from traceq.sql import load
 
 PICK_DIR = "request_pick"
@@ -92,6 +92,7 @@ def settle(root: Path, manifest: dict[str, Any], path_of: Callable[[str], Path])
     folder.mkdir(exist_ok=True)
     scratch = root / ".staging" / f"pick-{os.getpid()}"
     scratch.mkdir(parents=True, exist_ok=True)
+    release_heap()
     con = duckdb.connect()
     try:
         con.execute("SET temp_directory = ?", [str(scratch / "duckdb.tmp")])

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from traceq.ingest.source import InputError
-from traceq.layout import INGEST_MEMORY, LAYOUT_MEMORY, ingest_memory
+from traceq.layout import INGEST_MEMORY, LAYOUT_MEMORY, ingest_memory, release_heap
 from traceq.spill import spilling_duckdb
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ def second_pass(
     """A fresh in-memory DuckDB connection for `writer`'s second pass, under `memory_limit`
     unless `traceq ingest --memory-limit` gave another (traceq/layout.py, `INGEST_MEMORY`)."""
     limit = ingest_memory(memory_limit)
+    release_heap()  # what the first pass left free, before DuckDB takes its share
     with spilling_duckdb(writer.scratch / "duckdb.tmp", limit, keep_order=False) as con:
         yield con
 

@@ -14,13 +14,15 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import traceq
 from traceq import layout, pick
-from traceq.ingest import otel
+from traceq.ingest import otel, serverlog
+from traceq.ingest.gpu import long as gpu_long
 
 _marks: list[dict[str, Any]] = []
 _state: dict[str, Any] = {"phase": "start", "t": time.perf_counter()}
@@ -69,6 +71,8 @@ def _install(keep: Path | None) -> None:
     layout.lay_out = _wrap("layout", layout.lay_out, "commit")
     layout._write_days = _wrap_days(layout._write_days)
     pick.settle = _wrap("request pick", pick.settle, "after pick")
+    serverlog.second_pass = _wrap_second_pass("serverlog second pass", serverlog.second_pass)
+    gpu_long.second_pass = _wrap_second_pass("gpu second pass", gpu_long.second_pass)
     load = otel.load
 
     def marked_load(name: str) -> str:
@@ -90,6 +94,19 @@ def _install(keep: Path | None) -> None:
 
     _write = SourceWriter.write
     SourceWriter.write = marked_write  # type: ignore[method-assign,assignment]
+
+
+def _wrap_second_pass(name: str, cm: Callable[..., Any]) -> Callable[..., Any]:
+    @contextmanager
+    def wrapped(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        mark(name)
+        try:
+            with cm(*args, **kwargs) as con:
+                yield con
+        finally:
+            mark(f"after {name}")
+
+    return wrapped
 
 
 def _wrap_days(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import gc
+import os
 import re
 import urllib.parse
 from contextvars import ContextVar
@@ -79,17 +80,34 @@ def ingest_memory(default: str) -> str:
     return INGEST_MEMORY.get() or default
 
 
+RELEASE_ABOVE_MIB = 320
+"""`release_heap` does nothing below this RSS (MiB): a full `gc.collect()` costs ~0.1 s in a
+large process, worth it after a first pass over a big file (360-650 MiB of RSS when the
+later steps start, 100 k to 400 k requests), not after the small ingests of a test run."""
+
+
 def release_heap() -> None:
     """Give the memory a finished ingest step left free back to the system before the next
-    one opens DuckDB: Python's unreachable cycles (polars frames among them), Arrow's pool and
-    glibc's free lists. After the OTLP first pass this was ~200 MiB of RSS at 100 k requests
-    (docs/PERFORMANCE.md, "Ingest peak RSS with size"), which every later step ran on top of."""
+    one opens DuckDB: Python's unreachable cycles, Arrow's pool and glibc's free lists. After
+    the OTLP first pass this was 135-290 MiB of RSS at 100 k requests (docs/PERFORMANCE.md,
+    "Ingest peak RSS with size"), which every later step ran on top of."""
+    if _rss_mib() < RELEASE_ABOVE_MIB:
+        return
     gc.collect()
     pa.default_memory_pool().release_unused()
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
 
 
+def _rss_mib() -> float:
+    try:
+        resident = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):  # no /proc (macOS): nothing is released
+        return 0.0
+    return resident * _PAGE / (1 << 20)
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _LIBC = None
 if (_name := ctypes.util.find_library("c")) and "libc.so" in _name:  # glibc: malloc_trim
     try:

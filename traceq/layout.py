@@ -23,7 +23,12 @@ filled there from that order (a streaming `lag`), so no ingest runs a window ove
 Row groups hold `ROW_GROUP_ROWS` rows, so each covers a short stretch of time and a time filter
 reads only the row groups (min/max of the time column) that overlap it. The sort runs in
 DuckDB under `LAYOUT_MEMORY`, spilling to the source's staging folder beyond it, so its memory
-does not grow with the file.
+does not grow with the file. A table spanning several days is sorted once, to a scratch file
+that each day's file is then read from in order.
+
+The ingest's memory settings live here too, as every DuckDB step of an ingest (the second
+passes, this layout, the request pick) imports this module: `INGEST_MEMORY` (`traceq ingest
+--memory-limit`) and `release_heap` (what the step before left free, given back first).
 """
 
 from __future__ import annotations

@@ -101,6 +101,9 @@ def _input_size(paths: tuple[str, ...]) -> int:
 @click.option("--max-document-bytes", type=click.IntRange(min=1), default=MAX_DOCUMENT_BYTES,
               show_default=True, help="Largest file of a format parsed whole (load-test JSON "
               "exports, Jaeger); parsing takes ~12x its size in memory.")  # fmt: skip
+@click.option("--memory-limit", help="DuckDB memory limit of the ingest's out-of-core steps "
+              "(second pass, layout, request pick), e.g. 2GB; beyond it they spill to disk "
+              "[default: 512MB; the GPU pivot 256MB].")  # fmt: skip
 def ingest_cmd(
     sources: tuple[str, ...],
     dataset: str,
@@ -117,6 +120,7 @@ def ingest_cmd(
     replace: bool,
     max_line_bytes: int,
     max_document_bytes: int,
+    memory_limit: str | None,
 ) -> None:
     """Ingest trace, log and telemetry files (directories recurse) into DATASET."""
     from traceq.dataset import DatasetError
@@ -137,6 +141,7 @@ def ingest_cmd(
         host=host,
         max_line_bytes=max_line_bytes,
         max_document_bytes=max_document_bytes,
+        memory_limit=memory_limit,
     )
     if fmt != "auto" and fmt not in formats():
         raise Failure(f"unknown format {fmt!r}; run `traceq formats`")

@@ -24,6 +24,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from traceq.layout import ingest_memory, release_heap
 from traceq.sql import load
 
 PICK_DIR = "request_pick"
@@ -91,10 +92,11 @@ def settle(root: Path, manifest: dict[str, Any], path_of: Callable[[str], Path])
     folder.mkdir(exist_ok=True)
     scratch = root / ".staging" / f"pick-{os.getpid()}"
     scratch.mkdir(parents=True, exist_ok=True)
+    release_heap()
     con = duckdb.connect()
     try:
         con.execute("SET temp_directory = ?", [str(scratch / "duckdb.tmp")])
-        con.execute("SET memory_limit = ?", [PICK_MEMORY])
+        con.execute("SET memory_limit = ?", [ingest_memory(PICK_MEMORY)])
         by_id = {s["source_id"]: s for s in manifest["sources"]}
         files = [str(path_of(rel)) for sid in sources for rel in by_id[sid]["files"]["requests"]]
         con.read_parquet(files, union_by_name=True, hive_partitioning=False).create_view("requests")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import duckdb
 import polars as pl
 
 from traceq.dataset import HEAD_HASH_BYTES, Dataset, DatasetError, SourceWriter, write_error
@@ -25,7 +26,9 @@ from traceq.ingest.clocks import overlap_warnings, reference_ranges, source_warn
 from traceq.ingest.family import Family
 from traceq.ingest.fit import wrong_format
 from traceq.ingest.options import IngestOptions
+from traceq.ingest.second_pass import out_of_memory
 from traceq.ingest.source import InputError, Source
+from traceq.layout import INGEST_MEMORY
 from traceq.schema import RAW_LIMIT
 
 FAMILIES = (
@@ -170,6 +173,7 @@ def ingest(
             if fmt == "auto" and _detect(Source(path), fmt)[0] is None:
                 msg = f"{path}: unrecognised format (name one with --format)"
                 raise InputError(msg)
+    memory = INGEST_MEMORY.set(options.memory_limit)
     try:
         ds = Dataset(dataset, create=True)
         ds.sweep()
@@ -184,6 +188,8 @@ def ingest(
         if error is None:
             raise
         raise error from exc
+    finally:
+        INGEST_MEMORY.reset(memory)
     fresh = {r.source_id for r in results if r.status in ("ingested", "replaced")}
     notes = overlap_warnings([s for s in manifest if s["source_id"] in fresh], manifest)
     for r in results:
@@ -245,6 +251,9 @@ def _ingest_one(
     except InputError:
         writer.discard()
         raise
+    except duckdb.OutOfMemoryException as exc:  # not the file's fault: say what to do
+        writer.discard()
+        raise out_of_memory(source.path, exc) from exc
     except (Exception, pl.exceptions.PanicException) as exc:
         if isinstance(exc, OSError) and _writing(ds, exc):
             writer.discard()  # disk full etc.: nothing of this source stays in .staging
@@ -268,6 +277,9 @@ def _ingest_one(
             return result
     try:
         committed = writer.commit(entry, replaces=[source.source_id] if known else [])
+    except duckdb.OutOfMemoryException as exc:  # the layout or the request pick
+        writer.discard()
+        raise out_of_memory(source.path, exc) from exc
     except BaseException:
         writer.discard()
         raise

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from traceq.ingest.blocks import MAX_DOCUMENT_BYTES, MAX_LINE_BYTES
 from traceq.ingest.clocks import check_instant, check_year
 from traceq.ingest.otel.spans import SpanConventions
+from traceq.ingest.second_pass import check_memory_limit
 from traceq.ingest.source import InputError
 
 
@@ -40,6 +41,10 @@ class IngestOptions:
     max_document_bytes: int = MAX_DOCUMENT_BYTES
     """Largest file of a format parsed as one JSON document (load-test exports, Jaeger,
     pretty-printed OTLP); parsing takes about 12x its size in memory."""
+    memory_limit: str | None = None
+    """DuckDB memory limit of the second passes, the layout and the request pick
+    (`--memory-limit`, e.g. `2GB`); beyond it DuckDB spills to disk. None: their fixed
+    limits (traceq/ingest/second_pass.py, traceq/layout.py, traceq/pick.py)."""
 
     def check(self) -> None:
         """Raise InputError for an option no reader could use (checked once per ingest)."""
@@ -51,6 +56,8 @@ class IngestOptions:
         if min(self.max_line_bytes, self.max_document_bytes) < 1:
             msg = "--max-line-bytes and --max-document-bytes must be positive"
             raise InputError(msg)
+        if self.memory_limit is not None:
+            check_memory_limit(self.memory_limit)
         problems = (
             check_year(self.year),
             check_instant("--start", self.start),

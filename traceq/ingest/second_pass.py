@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from traceq.ingest.source import InputError
+from traceq.layout import INGEST_MEMORY, LAYOUT_MEMORY, ingest_memory, release_heap
 from traceq.spill import spilling_duckdb
 
 if TYPE_CHECKING:
@@ -31,6 +33,33 @@ SECOND_PASS_MEMORY = "512MB"
 def second_pass(
     writer: SourceWriter, memory_limit: str = SECOND_PASS_MEMORY
 ) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A fresh in-memory DuckDB connection for `writer`'s second pass."""
-    with spilling_duckdb(writer.scratch / "duckdb.tmp", memory_limit, keep_order=False) as con:
+    """A fresh in-memory DuckDB connection for `writer`'s second pass, under `memory_limit`
+    unless `traceq ingest --memory-limit` gave another (traceq/layout.py, `INGEST_MEMORY`)."""
+    limit = ingest_memory(memory_limit)
+    release_heap()  # what the first pass left free, before DuckDB takes its share
+    with spilling_duckdb(writer.scratch / "duckdb.tmp", limit, keep_order=False) as con:
         yield con
+
+
+def check_memory_limit(limit: str) -> None:
+    """InputError unless DuckDB takes `limit` as a memory limit (`2GB`, `512MB`, `1.5GiB`)."""
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute("SET memory_limit = ?", [limit])
+    except duckdb.Error as exc:
+        msg = f"--memory-limit {limit!r}: not a memory size DuckDB reads (e.g. 512MB, 2GB)"
+        raise InputError(msg) from exc
+    finally:
+        con.close()
+
+
+def out_of_memory(path: object, exc: duckdb.OutOfMemoryException) -> InputError:
+    """The one-line error of an ingest step that DuckDB ran out of its memory limit in."""
+    limit = INGEST_MEMORY.get() or f"the default {LAYOUT_MEMORY}"
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    msg = (
+        f"{path}: ingest ran out of its DuckDB memory limit ({limit}; {first}); "
+        "run it again with a larger --memory-limit (e.g. --memory-limit 2GB), nothing of this "
+        "file was added"
+    )
+    return InputError(msg)

@@ -55,6 +55,10 @@ ROLLUPS = (
 it is `_request_gaps` plus a stall count from `gap_stalls`, both materialised, and writing its
 million rows at 1 M requests cost more CPU (0.5 s) than its few readers' joins."""
 
+CACHED_ON_SPARK = (*ROLLUPS, "request_tbt")
+"""What traceq/spark/executor.py caches with `CACHE TABLE`, in order: the rollups and
+request_tbt, which Spark would otherwise recompute (a join and a shuffle) for each reader."""
+
 REQUESTS_PER_PART = 250_000
 """Requests per part of the per-request gap pass. One pass holds the gaps of all its
 requests in DuckDB quantile states: at 1 M requests (56 M gaps) one pass peaked at ~1.4 GB

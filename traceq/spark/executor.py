@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from traceq.dataset import Dataset
-from traceq.playbooks.rollups import ROLLUPS  # cached by `materialise`, in the engine's order
+from traceq.playbooks.rollups import CACHED_ON_SPARK  # cached by `materialise`, in order
 from traceq.session import DEFAULT_ROW_CAP, QueryError, Results
 from traceq.spark.translate import TranslationError, to_spark
 
@@ -89,10 +89,10 @@ class SparkExecutor:
         """Cache the shared rollups once, like traceq/playbooks/rollups.py does in DuckDB:
         `CACHE TABLE` computes each view now and later queries read the cached rows."""
         timings: dict[str, float] = {}
-        for name in ROLLUPS:
+        for name in CACHED_ON_SPARK:
             started = time.perf_counter()
             try:
-                self.spark.sql(f"CACHE TABLE {name}")  # names from ROLLUPS, not input
+                self.spark.sql(f"CACHE TABLE {name}")  # names of ours, not input
             except Exception as exc:
                 raise QueryError(f"rollup {name}: {_message(exc)}") from exc
             self._cached.append(name)

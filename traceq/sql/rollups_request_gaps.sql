@@ -8,7 +8,7 @@
 COPY (
     SELECT * FROM memory.main._request_gaps
     WHERE ($lo IS NULL OR request_id >= $lo) AND ($hi IS NULL OR request_id < $hi)
-) TO $path (FORMAT parquet);
+) TO $path (FORMAT parquet, COMPRESSION uncompressed);
 COPY (
     SELECT * FROM memory.main._request_gaps WHERE request_id IS NULL
-) TO $path (FORMAT parquet);
+) TO $path (FORMAT parquet, COMPRESSION uncompressed);

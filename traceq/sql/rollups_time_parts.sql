@@ -16,7 +16,7 @@ COPY (
     FROM tokens
     WHERE request_id IS NOT NULL
     GROUP BY request_id
-) TO $path (FORMAT parquet);
+) TO $path (FORMAT parquet, COMPRESSION uncompressed);
 CREATE OR REPLACE TEMP VIEW _request_span AS
 SELECT * FROM read_parquet(getvariable('traceq_rollups') || '/_request_span-*.parquet');
 -- 3. First-chunk times that cut the requests into parts of equal size ($quantiles), and the
@@ -49,7 +49,7 @@ WHERE c.ts BETWEEN getvariable('traceq_part_ts_lo') AND getvariable('traceq_part
 -- their own, rollups_request_gaps.sql).
 COPY (
     SELECT * FROM memory.main._request_gaps WHERE request_id IS NOT NULL
-) TO $path (FORMAT parquet);
+) TO $path (FORMAT parquet, COMPRESSION uncompressed);
 -- 7. Every chunk gap again.
 DROP VIEW IF EXISTS temp.main._request_chunks;
 DROP VIEW IF EXISTS temp.main._request_span;
@@ -68,5 +68,5 @@ CREATE OR REPLACE TEMP VIEW _window_chunks AS
 SELECT *
 FROM memory.main.chunk_gaps
 WHERE ts >= getvariable('traceq_window_lo') AND ts < getvariable('traceq_window_hi');
-COPY (SELECT * FROM memory.main._window_tbt) TO $path (FORMAT parquet);
+COPY (SELECT * FROM memory.main._window_tbt) TO $path (FORMAT parquet, COMPRESSION uncompressed);
 DROP VIEW IF EXISTS temp.main._window_chunks;

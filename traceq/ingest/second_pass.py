@@ -55,7 +55,10 @@ def check_memory_limit(limit: str) -> None:
 
 def out_of_memory(path: object, exc: duckdb.OutOfMemoryException) -> InputError:
     """The one-line error of an ingest step that DuckDB ran out of its memory limit in."""
-    limit = INGEST_MEMORY.get() or f"the default {LAYOUT_MEMORY}"
+    from traceq.ingest.gpu.long import DUCKDB_MEMORY  # here: that module imports this one
+
+    default = f"the default {LAYOUT_MEMORY}, {DUCKDB_MEMORY} for GPU samples"
+    limit = INGEST_MEMORY.get() or default
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     msg = (
         f"{path}: ingest ran out of its DuckDB memory limit ({limit}; {first}); "

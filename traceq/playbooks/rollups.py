@@ -216,13 +216,14 @@ def materialise(session: Session) -> dict[str, float]:
     _drop(session, folder)  # a run before on this session
     folder.mkdir(parents=True)
     files = _Files(folder)
-    set_folder, *copies = _statements(session, "rollups_materialise")
+    set_folder, files_macro, *copies = _statements(session, "rollups_materialise")
     whole = dict(zip((n for n in ROLLUPS if n not in _IN_PARTS), copies, strict=True))
     views = _statements(session, "rollups_store")
     _, order, _ = _statements(session, "rollups_request_parts")
     try:
         time_order = not _in_request_order(session, order)
         _run(session, "rollups", set_folder, {"dir": str(folder)})
+        _run(session, "rollups", files_macro)
         for name, view in zip(ROLLUPS, views, strict=True):
             started = time.perf_counter()
             if name == "_request_gaps":

@@ -15,7 +15,11 @@
 -- diagnose (writing and reading back; 127 MiB written against 171 uncompressed).
 -- 1. The folder of this run's files.
 SET VARIABLE traceq_rollups = $dir;
--- 2. The rollups computed whole, one file each ($path, in the folder).
+-- 2. Every file of one rollup in the folder, `NAME-PART.parquet` (traceq/playbooks/rollups.py
+-- names them), parts in order: what each rollup's temporary view reads (rollups_store.sql).
+CREATE OR REPLACE TEMP MACRO _rollup_files(name) AS TABLE
+SELECT * FROM read_parquet(getvariable('traceq_rollups') || '/' || name || '-*.parquet');
+-- 3. The rollups computed whole, one file each ($path, in the folder).
 COPY (SELECT * FROM memory.main.diag_window) TO $path (FORMAT parquet, COMPRESSION uncompressed);
 COPY (SELECT * FROM memory.main._request_engine) TO $path (FORMAT parquet, COMPRESSION uncompressed);
 COPY (SELECT * FROM memory.main._prefill_timeline) TO $path (FORMAT parquet, COMPRESSION uncompressed);

@@ -17,8 +17,7 @@ COPY (
     WHERE request_id IS NOT NULL
     GROUP BY request_id
 ) TO $path (FORMAT parquet, COMPRESSION uncompressed);
-CREATE OR REPLACE TEMP VIEW _request_span AS
-SELECT * FROM read_parquet(getvariable('traceq_rollups') || '/_request_span-*.parquet');
+CREATE OR REPLACE TEMP VIEW _request_span AS SELECT * FROM _rollup_files('_request_span');
 -- 3. First-chunk times that cut the requests into parts of equal size ($quantiles), and the
 -- whole range.
 SELECT quantile_disc(t0, $quantiles) AS bounds, min(t0) AS t_min, max(t0) AS t_max

@@ -298,6 +298,17 @@ def test_macro_arguments_keep_their_grouping():
     assert to_spark("SELECT bucket(c) FROM t", macros) == "SELECT c DIV 10 FROM t"
 
 
+def test_macros_inside_macros_are_expanded():
+    """A macro called in another's argument or body is expanded too (views.sql
+    `_latency_bucket(_ms_floor_ns(x))`): Spark has no macro to call."""
+    macros = Macros()
+    macros.add(parse("CREATE MACRO ns(v) AS floor(v * 1e6)")[0])
+    macros.add(parse("CREATE MACRO bucket(ts) AS ts // 10")[0])
+    macros.add(parse("CREATE MACRO both(v) AS bucket(ns(v)) + 1")[0])
+    assert to_spark("SELECT bucket(ns(x)) FROM t", macros) == "SELECT FLOOR(x * 1e6) DIV 10 FROM t"
+    assert to_spark("SELECT both(x) FROM t", macros) == "SELECT FLOOR(x * 1e6) DIV 10 + 1 FROM t"
+
+
 def test_asof_join_reading_the_right_star_is_refused():
     """`r.*` would carry the rewrite's helper columns: refused with a message, not wrong."""
     with pytest.raises(TranslationError, match=r"t\.\*"):

@@ -224,6 +224,24 @@ def _gaps_dataset(path, gaps: list[int]) -> None:
     writer.commit({"path": "gaps", "format": "test", "clock_domain": "unix_ns"})
 
 
+def assert_quantile_cont(ours: pl.DataFrame, duck: pl.DataFrame) -> None:
+    """The same counts and maxima, and the same percentiles to the last bit or one unit in
+    it: the same two order statistics, interpolated with quantile_cont's lo * (1 - d) + hi * d,
+    which DuckDB's build may fuse into one multiply-add (views.sql). Two neighbouring values
+    of a ns latency in ms differ by far more than the tolerance, so a wrong rank fails."""
+    exact = [c for c in ours.columns if c not in ("mean", "p50", "p90", "p95", "p99")]
+    assert_frame_equal(ours.select(exact), duck.select(exact), check_exact=True)
+    percentiles = ["p50", "p90", "p95", "p99"]
+    assert_frame_equal(
+        ours.select(percentiles),
+        duck.select(percentiles),
+        check_exact=False,
+        rel_tol=3e-16,
+        abs_tol=1e-12,
+    )
+    assert_frame_equal(ours.select("mean"), duck.select("mean"), check_exact=False, rel_tol=1e-12)
+
+
 _RNG = np.random.default_rng(9)
 GAP_CASES = {
     # spread over many buckets, with repeats, zeros and a few negative (out-of-order) gaps
@@ -244,9 +262,9 @@ GAP_CASES = {
 
 
 @pytest.mark.parametrize("case", GAP_CASES)
-def test_tbt_percentiles_are_exactly_quantile_cont(tmp_path, case):
+def test_tbt_percentiles_are_quantile_cont(tmp_path, case):
     """kpi_latency's TBT percentiles come from a two-pass bounded-memory method
-    (views.sql, _tbt_stats): the same doubles as quantile_cont over token_gaps."""
+    (views.sql, _tbt_stats): quantile_cont's over token_gaps."""
     _gaps_dataset(tmp_path / "ds", GAP_CASES[case])
     with Session(tmp_path / "ds") as s:
         ours = s.query(
@@ -259,8 +277,7 @@ def test_tbt_percentiles_are_exactly_quantile_cont(tmp_path, case):
             "  FROM token_gaps) GROUP BY q"
         )
     assert ours["n"].item() == len(GAP_CASES[case])
-    assert_frame_equal(ours.drop("mean"), duck.drop("mean"), check_exact=True)
-    assert ours["mean"].item() == pytest.approx(duck["mean"].item(), rel=1e-12)
+    assert_quantile_cont(ours, duck)
 
 
 def test_tbt_percentiles_without_any_gap_are_null(tmp_path):
@@ -274,3 +291,94 @@ def test_tbt_percentiles_without_any_gap_are_null(tmp_path):
     with Session(tmp_path / "ds") as s:
         row = s.query("SELECT n, mean, p50, p99, max FROM kpi_latency WHERE metric = 'tbt_ms'")
     assert row.row(0) == (0, None, None, None, None)
+
+
+def _requests_dataset(path, stamps: dict[str, list]) -> None:
+    """One server request per row of `stamps` (t_* offsets in ns from its arrival, None for a
+    missing stamp, and output_tokens), no chunks."""
+    n = len(stamps["output_tokens"])
+    t0 = [T0 + i * MS for i in range(n)]
+    columns = {
+        name: [None if d is None else t + d for t, d in zip(t0, offsets, strict=True)]
+        for name, offsets in stamps.items()
+        if name.startswith("t_")
+    }
+    writer = Dataset(path, create=True).writer("reqs000000000000")
+    writer.write(
+        "requests",
+        pl.DataFrame(
+            {
+                "request_id": [f"r{i:05}" for i in range(n)],
+                "view": "server",
+                "t_arrival": t0,
+                **columns,
+                "output_tokens": stamps["output_tokens"],
+            },
+            schema_overrides=dict.fromkeys(columns, pl.Int64),
+        ),
+    )
+    writer.commit({"path": "reqs", "format": "test", "clock_domain": "unix_ns"})
+
+
+def _stamps(rng: np.random.Generator, n: int) -> dict[str, list]:
+    """Cumulative phase stamps from lognormal phases, with a missing t_queued (tokenize and
+    queue null, the residual the whole of them) in one request of eight and a scheduler stamp
+    before the queue stamp (a negative queue) in one of fifty."""
+    phases = rng.lognormal([13, 15, 17, 20], 1.3, (n, 4)).astype(np.int64)
+    queued, scheduled, first, last = np.cumsum(phases, axis=1).T
+    scheduled = np.where(np.arange(n) % 50 == 7, queued - phases[:, 0] // 3, scheduled)
+    return {
+        "t_queued": [None if i % 8 == 3 else int(q) for i, q in enumerate(queued)],
+        "t_scheduled": scheduled.tolist(),
+        "t_first_token": first.tolist(),
+        "t_last_token": last.tolist(),
+        "output_tokens": rng.integers(0, 300, n).tolist(),
+    }
+
+
+REQUEST_CASES = {
+    "spread": _stamps(np.random.default_rng(4), 3000),
+    "one": _stamps(np.random.default_rng(5), 1),
+    # e2e beyond every finer bucket (> 2^40 ns), ties, and no t_queued at all (tokenize_ms and
+    # queue_ms without a value)
+    "huge, tied, missing": {
+        "t_queued": [None] * 6,
+        "t_scheduled": [5, 5, 5, 1 << 41, 3 << 40, 1 << 20],
+        "t_first_token": [7, 7, 7, (1 << 41) + 9, (3 << 40) + 1, 1 << 21],
+        "t_last_token": [9, 9, 9, 1 << 50, 1 << 45, 1 << 22],
+        "output_tokens": [3, 3, 3, 7, 2, 1],
+    },
+}
+
+REQUEST_METRICS = ("ttft", "tpot", "e2e", "tokenize", "queue", "prefill", "decode", "residual")
+
+
+@pytest.mark.parametrize("case", REQUEST_CASES)
+def test_request_percentiles_are_quantile_cont(tmp_path, case):
+    """kpi_latency's request columns come from the bounded-memory method too (views.sql,
+    _request_stats): quantile_cont's over request_phases, a metric without any value a row of
+    n = 0 and nulls."""
+    _requests_dataset(tmp_path / "ds", REQUEST_CASES[case])
+    with Session(tmp_path / "ds") as s:
+        ours = s.query(
+            "SELECT metric, n, mean, p50, p90, p95, p99, max FROM kpi_latency"
+            " WHERE metric <> 'tbt_ms' ORDER BY metric"
+        )
+        duck = pl.concat(
+            s.query(
+                f"SELECT '{m}_ms' AS metric, count({m}_ms) AS n, avg({m}_ms) AS mean,"
+                f" quantile_cont({m}_ms, [0.5, 0.9, 0.95, 0.99]) AS q, max({m}_ms) AS max"
+                " FROM request_phases"
+            )
+            for m in REQUEST_METRICS
+        ).sort("metric")
+    duck = duck.select(
+        "metric",
+        "n",
+        "mean",
+        *(pl.col("q").list.get(i).alias(p) for i, p in enumerate(("p50", "p90", "p95", "p99"))),
+        "max",
+    )
+    assert_quantile_cont(ours, duck)
+    if case == "huge, tied, missing":
+        assert ours.filter(pl.col("n") == 0)["metric"].to_list() == ["queue_ms", "tokenize_ms"]

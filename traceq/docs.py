@@ -14,7 +14,7 @@ from traceq.db import VIEW_FILES
 from traceq.sql import load
 
 _ALIAS = re.compile(r"\bAS\s+(\w+),?\s*$", re.IGNORECASE)
-_BARE = re.compile(r"^([a-z_][a-z0-9_]*),?\s*$")
+_BARE = re.compile(r"^(?:[a-z_]\w*\.)?([a-z_][a-z0-9_]*),?\s*$")
 
 
 @dataclass
@@ -40,6 +40,12 @@ def _parse_view(name: str, file: str, lines: list[str]) -> ViewDoc:
         header.append(line.removeprefix("--").strip())
     view = ViewDoc(name, file, " ".join(header))
     text = lines[len(header) :]
+    # the view's statement ends at its first line ending in ";" (helper views may follow)
+    end = next(
+        (i for i, line in enumerate(text) if not line.startswith("--") and line.endswith(";")),
+        len(text) - 1,
+    )
+    text = text[: end + 1]
     select = max(i for i, line in enumerate(text) if line.startswith("SELECT"))
     pending: str | None = None
     expression: list[str] = []

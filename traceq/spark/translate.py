@@ -8,7 +8,7 @@ a DuckDB construct, so a view edited or added later translates without a change 
 
 DuckDB constructs rewritten (and why each rewrite gives the same rows):
 
-- `CREATE MACRO name(args) AS expr` (views.sql `_latency_stats`): Spark SQL has no SQL
+- `CREATE MACRO name(args) AS expr` (views.sql `_gap_bucket`): Spark SQL has no SQL
   macros; `Macros` collects them and every call is replaced by the body with the arguments
   substituted (each in parentheses unless it is a column, literal or call: rollups.sql's
   `_prefill_bucket(t_arrival + ttft_ns)` is `(t_arrival + ttft_ns) DIV 10000000000`), before
@@ -96,7 +96,9 @@ class Macros:
                     return _atom(values[inner.name].copy())
                 return inner
 
-            return body.copy().transform(bind)
+            # a macro in an argument or in the body (views.sql `_latency_bucket(_ms_floor_ns(x))`)
+            # is expanded in turn
+            return self.expand(body.copy().transform(bind))
 
         return tree.transform(inline)
 

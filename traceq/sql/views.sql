@@ -9,19 +9,11 @@
 -- from those that lend only some (_tokens_primary_some, _tokens_client_some), so only the
 -- latter are joined to the pick. No view ranks rows or runs a window per query.
 
--- The statistics of one latency column, as kpi_latency reports them: one aggregate pass, the
--- four percentiles from one sort (quantile_cont with a list).
-CREATE OR REPLACE MACRO _latency_stats(v) AS {
-    'n': count(v),
-    'mean': avg(v),
-    'q': quantile_cont(v, [0.5, 0.9, 0.95, 0.99]),
-    'max': max(v)
-};
-
--- Exact percentiles in bounded memory, for the one column too long to sort in memory (TBT:
--- one value per streamed chunk, 56 M at 1 M requests). DuckDB's quantile_cont keeps every
--- sample of a group in a growing array outside its memory limit (about 17 bytes a sample:
--- 0.93 GB for 56 M doubles), so _tbt_stats finds the same order statistics in two passes:
+-- Exact percentiles in bounded memory. DuckDB's quantile_cont keeps every sample of a group in
+-- a growing array outside its memory limit (about 17 bytes a sample: 0.93 GB for the 56 M TBT
+-- gaps of 1 M requests, ~140 MB for kpi_latency's eight request columns at 1 M requests), so
+-- _tbt_stats (TBT) and _request_stats (the request columns) find the same order statistics
+-- in two passes:
 -- 1. a histogram of the gaps over order-keeping buckets (count, min, max per bucket), which
 --    places each wanted rank in one bucket;
 -- 2. the distinct values of only those buckets (none when a bucket holds one distinct value),
@@ -29,9 +21,11 @@ CREATE OR REPLACE MACRO _latency_stats(v) AS {
 --    values of those buckets: at most 64 per bucket below 1 ms and 65 536 below 1.07 s
 --    (bucket widths in ns), whatever the number of gaps (a few % of the gaps can sit in one
 --    bucket: 2.2 M of 56 M gaps in bench/scale.py's 1 M-request run, 14 k distinct values).
--- Then it interpolates between the two ranks as quantile_cont does (lo + (hi - lo) * d, with
--- RN = (n - 1) * q), on the same doubles (gap_ns / 1e6 keeps the order of gap_ns), so the
--- results are equal to quantile_cont(tbt_ms, q), bit for bit (tests/test_views_pick.py).
+-- Then it interpolates between the two ranks with quantile_cont's formula for doubles
+-- (lo * (1 - d) + hi * d, with RN = (n - 1) * q and d = RN - floor(RN)), on the same doubles
+-- (gap_ns / 1e6 keeps the order of gap_ns): the same order statistics as quantile_cont, and
+-- the same percentile to the last bit or one unit in it (DuckDB's build may fuse the multiply
+-- and the add, which SQL cannot; tests/test_views_pick.py).
 
 -- Order-keeping bucket of a gap a >= 0 (ns): 64 ns wide below 1 ms (2^20 ns), 65 µs wide
 -- below 1.07 s (2^30 ns), 67 ms wide above; a larger gap never gets a smaller bucket. At most
@@ -73,7 +67,7 @@ CREATE OR REPLACE VIEW _tbt_buckets AS
 SELECT x, CASE WHEN x < 0 THEN -1 - _gap_bucket(-x) ELSE _gap_bucket(x) END AS b
 FROM (SELECT gap_ns AS x FROM _primary_tokens WHERE gap_ns IS NOT NULL);
 
--- TBT over token_gaps as _latency_stats gives it (n, mean, the four percentiles, max), the
+-- TBT over token_gaps (n, mean, the four percentiles, max), the
 -- percentiles exact in bounded memory (see _gap_bucket above). _tbt_buckets is read
 -- twice (a view, not a CTE, so that its rows are streamed, never held).
 CREATE OR REPLACE VIEW _tbt_stats AS
@@ -141,7 +135,7 @@ interpolated AS (
         p.k,
         CASE
             WHEN floor(p.rn) = ceil(p.rn) THEN lo.v
-            ELSE lo.v + (hi.v - lo.v) * (p.rn - floor(p.rn))
+            ELSE lo.v * (1 - (p.rn - floor(p.rn))) + hi.v * (p.rn - floor(p.rn))
         END AS v
     FROM percentiles AS p
     JOIN ranked AS lo ON lo.r = CAST(floor(p.rn) AS BIGINT)
@@ -297,53 +291,144 @@ SELECT
     make_timestamp_ns(ts) AS ts_at
 FROM _client_tokens;
 
+-- Order-keeping bucket of a request latency a >= 0 (ns): 64 ns wide below 1 ms, then 1/1024
+-- to 1/16384 of the value wide (1 µs below 16.8 ms, 16 µs below 268 ms, 262 µs below 4.3 s,
+-- 4.2 ms below 68.7 s, 67 ms below 18 min, 1.07 s above), so that a bucket holds few
+-- requests' values at any scale of latency; a larger value never gets a smaller bucket.
+CREATE OR REPLACE MACRO _latency_bucket(a) AS
+    CASE
+        WHEN a < 1048576 THEN a >> 6
+        WHEN a < 16777216 THEN 16384 + (a >> 10)
+        WHEN a < 268435456 THEN 32768 + (a >> 14)
+        WHEN a < 4294967296 THEN 49152 + (a >> 18)
+        WHEN a < 68719476736 THEN 65536 + (a >> 22)
+        WHEN a < 1099511627776 THEN 81920 + (a >> 26)
+        ELSE 98304 + (a >> 30)
+    END;
+
+-- Whole ns (capped) of a latency v >= 0 in ms, for _latency_bucket: v * 1e6 then floor keeps
+-- the order of v (tpot_ms is not a whole number of ns, and needs not be).
+CREATE OR REPLACE MACRO _ms_floor_ns(v) AS CAST(floor(least(v * 1e6, 4e18)) AS BIGINT);
+
+-- kpi_latency's request columns, one row per (metric, request) with a value: k is the
+-- metric's place in kpi_latency, x its value (ms) as request_phases gives it, b its
+-- order-keeping bucket (values below zero, e.g. a residual, mirror those above, below every
+-- bucket of a value >= 0).
+CREATE OR REPLACE VIEW _request_values AS
+SELECT k, x, CASE
+        WHEN x < 0 THEN -1 - _latency_bucket(_ms_floor_ns(-x))
+        ELSE _latency_bucket(_ms_floor_ns(x))
+    END AS b
+FROM (
+    SELECT
+        m.k,
+        CASE m.k
+            WHEN 1 THEN r.ttft_ms
+            WHEN 2 THEN r.tpot_ms
+            WHEN 4 THEN r.e2e_ms
+            WHEN 5 THEN r.tokenize_ms
+            WHEN 6 THEN r.queue_ms
+            WHEN 7 THEN r.prefill_ms
+            WHEN 8 THEN r.decode_ms
+            WHEN 9 THEN r.residual_ms
+        END AS x
+    FROM request_phases AS r
+    CROSS JOIN (VALUES (1), (2), (4), (5), (6), (7), (8), (9)) AS m (k)
+)
+WHERE x IS NOT NULL;
+
+-- kpi_latency's request columns as _tbt_stats gives TBT: one row per metric k with values, its
+-- count, mean, four percentiles (quantile_cont's, to the last bit or one unit in it) and max,
+-- in memory that does not grow with the requests: the histogram, then the distinct values of
+-- the buckets that hold a wanted rank. _request_values is read twice (a view, not a CTE).
+CREATE OR REPLACE VIEW _request_stats AS
+WITH histogram AS MATERIALIZED (
+    SELECT k, b, count(*) AS c, min(x) AS lo, max(x) AS hi, sum(x) AS total
+    FROM _request_values
+    GROUP BY k, b
+),
+total AS (
+    SELECT k, CAST(sum(c) AS BIGINT) AS n, sum(total) / sum(c) AS mean, max(hi) AS max
+    FROM histogram
+    GROUP BY k
+),
+placed AS (
+    SELECT
+        k, b, c, lo, hi, CAST(sum(c) OVER (PARTITION BY k ORDER BY b) - c AS BIGINT) AS before
+    FROM histogram
+),
+percentiles AS (
+    SELECT t.k, p.i, p.q, CAST(t.n - 1 AS DOUBLE) * p.q AS rn
+    FROM total AS t
+    CROSS JOIN (
+        VALUES (1, CAST(0.5 AS DOUBLE)), (2, CAST(0.9 AS DOUBLE)), (3, CAST(0.95 AS DOUBLE)),
+            (4, CAST(0.99 AS DOUBLE))
+    ) AS p (i, q)
+),
+ranks AS (
+    SELECT DISTINCT k, CAST(floor(rn) AS BIGINT) AS r FROM percentiles
+    UNION
+    SELECT k, CAST(ceil(rn) AS BIGINT) FROM percentiles
+),
+located AS (
+    SELECT r.k, r.r, p.b, p.lo, p.hi, r.r - p.before AS i
+    FROM ranks AS r
+    JOIN placed AS p ON p.k = r.k AND r.r >= p.before AND r.r < p.before + p.c
+),
+opened AS (
+    SELECT t.k, t.b, t.x, count(*) AS c
+    FROM _request_values AS t
+    SEMI JOIN located AS l ON l.k = t.k AND l.b = t.b AND l.lo < l.hi
+    GROUP BY t.k, t.b, t.x
+),
+stacked AS (
+    SELECT
+        k, b, x, c, CAST(sum(c) OVER (PARTITION BY k, b ORDER BY x) - c AS BIGINT) AS below
+    FROM opened
+),
+ranked AS (
+    SELECT l.k, l.r, CASE WHEN l.lo = l.hi THEN l.lo ELSE o.x END AS v
+    FROM located AS l
+    LEFT JOIN stacked AS o
+        ON o.k = l.k AND o.b = l.b AND l.i >= o.below AND l.i < o.below + o.c
+),
+interpolated AS (
+    SELECT
+        p.k,
+        list(
+            CASE
+                WHEN floor(p.rn) = ceil(p.rn) THEN lo.v
+                ELSE lo.v * (1 - (p.rn - floor(p.rn))) + hi.v * (p.rn - floor(p.rn))
+            END
+            ORDER BY p.i
+        ) AS q
+    FROM percentiles AS p
+    JOIN ranked AS lo ON lo.k = p.k AND lo.r = CAST(floor(p.rn) AS BIGINT)
+    JOIN ranked AS hi ON hi.k = p.k AND hi.r = CAST(ceil(p.rn) AS BIGINT)
+    GROUP BY p.k
+)
+SELECT t.k, {'n': t.n, 'mean': t.mean, 'q': i.q, 'max': t.max} AS s
+FROM total AS t
+JOIN interpolated AS i ON i.k = t.k;
+
 -- @view kpi_latency
 -- Latency KPIs, one row per metric: count, mean and linearly interpolated percentiles
 -- (quantile_cont). tbt_ms pools every chunk gap of every request (vLLM bench's "ITL") from
--- token_gaps, so the same rows as request_phases. One scan of request_phases (an ungrouped
--- aggregate); tbt_ms's percentiles are the values quantile_cont gives, found in two scans of
--- token_gaps with memory that does not grow with the chunks (a histogram, then only the
--- values near each percentile).
+-- token_gaps, so the same rows as request_phases. The percentiles are quantile_cont's (to the
+-- last bit or one unit in it), found in memory that does not grow with the requests or the
+-- chunks: a histogram, then only the values near each percentile (two scans of
+-- request_phases and two of token_gaps).
 CREATE OR REPLACE VIEW kpi_latency AS
-WITH per_request AS MATERIALIZED (
-    SELECT
-        _latency_stats(ttft_ms) AS ttft_ms,
-        _latency_stats(tpot_ms) AS tpot_ms,
-        _latency_stats(e2e_ms) AS e2e_ms,
-        _latency_stats(tokenize_ms) AS tokenize_ms,
-        _latency_stats(queue_ms) AS queue_ms,
-        _latency_stats(prefill_ms) AS prefill_ms,
-        _latency_stats(decode_ms) AS decode_ms,
-        _latency_stats(residual_ms) AS residual_ms
-    FROM request_phases
-),
-per_chunk AS (
-    SELECT s AS tbt_ms FROM _tbt_stats
-),
-stats AS (
-    SELECT 1 AS ord, 'ttft_ms' AS metric, ttft_ms AS s FROM per_request
+WITH stats AS (
+    SELECT k, s FROM _request_stats
     UNION ALL
-    SELECT 2, 'tpot_ms', tpot_ms FROM per_request
-    UNION ALL
-    SELECT 3, 'tbt_ms', tbt_ms FROM per_chunk
-    UNION ALL
-    SELECT 4, 'e2e_ms', e2e_ms FROM per_request
-    UNION ALL
-    SELECT 5, 'tokenize_ms', tokenize_ms FROM per_request
-    UNION ALL
-    SELECT 6, 'queue_ms', queue_ms FROM per_request
-    UNION ALL
-    SELECT 7, 'prefill_ms', prefill_ms FROM per_request
-    UNION ALL
-    SELECT 8, 'decode_ms', decode_ms FROM per_request
-    UNION ALL
-    SELECT 9, 'residual_ms', residual_ms FROM per_request
+    SELECT 3, s FROM _tbt_stats
 )
 SELECT
     -- Metric name (a request_phases / token_gaps column, in ms).
-    metric,
+    m.metric,
     -- Number of non-null samples.
-    s.n AS n,
+    coalesce(s.n, 0) AS n,
     -- Mean (ms).
     s.mean AS mean,
     -- Median (ms).
@@ -356,8 +441,12 @@ SELECT
     s.q[4] AS p99,
     -- Maximum (ms).
     s.max AS max
-FROM stats
-ORDER BY ord;
+FROM (
+    VALUES (1, 'ttft_ms'), (2, 'tpot_ms'), (3, 'tbt_ms'), (4, 'e2e_ms'), (5, 'tokenize_ms'),
+        (6, 'queue_ms'), (7, 'prefill_ms'), (8, 'decode_ms'), (9, 'residual_ms')
+) AS m (k, metric)
+LEFT JOIN stats USING (k)
+ORDER BY m.k;
 
 -- @view kpi_throughput
 -- Throughput KPIs over the whole dataset, one row. The window runs from the first arrival to

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from traceq.cliutil import Failure
+from traceq.remote import is_url
 from traceq.session import QueryError, Session
 
 ENTRY = Path(__file__).resolve().parent / "app" / "streamlit_app.py"
@@ -59,7 +60,7 @@ def app_cmd(dataset: str | None, findings: str | None, host: str, port: int, bro
         "--",
     ]
     if dataset is not None:
-        command.append(str(Path(dataset).resolve()))
+        command.append(dataset if is_url(dataset) else str(Path(dataset).resolve()))
     if findings is not None:
         command += ["--findings", str(Path(findings).resolve())]
     click.echo(f"traceq app on http://{host}:{port} (Ctrl-C stops it)", err=True)

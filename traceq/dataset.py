@@ -29,6 +29,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -39,6 +40,7 @@ from traceq.schema import SCHEMA_VERSION, TABLES
 from traceq.writer import SourceWriter
 
 MANIFEST = "manifest.json"
+_URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
 _OWN = (".lock", ".staging")  # what a dataset folder may hold before its first manifest
 RETRY = ("failed", "unreadable")  # source statuses the next ingest reads again
 HEAD_HASH_BYTES = 64 << 10  # `head_hash` covers this much of a source (extended_by)
@@ -60,6 +62,12 @@ class Dataset:
     """A traceq dataset directory."""
 
     def __init__(self, root: str | os.PathLike[str], *, create: bool = False) -> None:
+        if create and is_url(root):
+            msg = (
+                f"{root}: traceq writes a dataset to a local folder (atomic renames); ingest "
+                "into one, then copy it to object storage (docs/SCALE.md, Object storage)"
+            )
+            raise DatasetError(msg)
         self.root = Path(root)
         if create:
             self._create()
@@ -110,15 +118,7 @@ class Dataset:
                 raise DatasetError(msg)
 
     def _listed(self, rel: Any) -> str:
-        """`rel` (a path from the manifest) if it has the shape of a dataset file:
-        `<table>/[day=<date>/[instance=<name>/]]<name>.parquet` (traceq/layout.py)."""
-        if layout.table_of(rel) is None:
-            msg = (
-                f"{self.root / MANIFEST} lists {rel!r}, which is not inside the dataset; "
-                "refusing to read or delete it (restore the manifest or re-ingest)"
-            )
-            raise DatasetError(msg)
-        return rel
+        return listed_rel(rel, f"{self.root / MANIFEST}")
 
     def path_of(self, rel: Any) -> Path:
         """The dataset file at `rel` (a `files` value of the manifest), refused if it is shaped
@@ -130,50 +130,22 @@ class Dataset:
             raise DatasetError(msg)
         return path
 
+    def pick_file(self, entry: dict[str, Any]) -> Path | None:
+        """The settled request pick's file (traceq/pick.py) if it is there, else None."""
+        path = pick.file_of(self.root, entry)
+        return path if path.is_file() else None
+
     # -- reading -------------------------------------------------------------------------
     def manifest(self) -> dict[str, Any]:
         path = self.root / MANIFEST
         if not path.is_file():
             return {"schema_version": SCHEMA_VERSION, "sources": []}
         try:
-            manifest = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
+            text = path.read_text()
+        except OSError as exc:
             msg = f"cannot read {path}: {exc}"
             raise DatasetError(msg) from exc
-        if not isinstance(manifest, dict) or manifest.get("schema_version") != SCHEMA_VERSION:
-            msg = (
-                f"{path} has schema version {manifest.get('schema_version')}, "
-                f"this traceq reads {SCHEMA_VERSION}; re-ingest the sources"
-            )
-            raise DatasetError(msg)
-        sources = manifest.get("sources")
-        if not isinstance(sources, list) or not all(
-            isinstance(s, dict)
-            and isinstance(s.get("source_id"), str)
-            and isinstance(s.get("files", {}), dict)
-            for s in sources
-        ):
-            msg = (
-                f"{path} is damaged: no list of `sources` with a source_id and files each; "
-                "restore it from a backup or re-ingest into a new folder"
-            )
-            raise DatasetError(msg)
-        for s in sources:
-            files = s.get("files", {})
-            for table, rels in files.items():
-                # a dataset written before the partitioned layout lists one flat path
-                files[table] = [rels] if isinstance(rels, str) else rels
-                if not isinstance(files[table], list) or not files[table]:
-                    msg = (
-                        f"{path} is damaged: the files of {table!r} are not a list of paths; "
-                        "restore it from a backup or re-ingest into a new folder"
-                    )
-                    raise DatasetError(msg)
-                for rel in files[table]:
-                    if layout.table_of(self._listed(rel)) != table:
-                        msg = f"{path} lists {rel!r} under table {table!r}; re-ingest"
-                        raise DatasetError(msg)
-        return manifest
+        return checked_manifest(text, str(path))
 
     def sources(self) -> list[dict[str, Any]]:
         return self.manifest()["sources"]
@@ -316,6 +288,16 @@ class Dataset:
             folder.mkdir(exist_ok=True)
 
 
+def is_url(location: object) -> bool:
+    """Whether `location` names a dataset by URL (`s3://…`, read by traceq/remote.py), not a
+    local path (`file://` is a local path)."""
+    return (
+        isinstance(location, str)
+        and _URL.match(location) is not None
+        and not location.lower().startswith("file://")
+    )
+
+
 def _free_name(rel: str, taken: set[str]) -> str:
     """`rel` (`…/<source_id>.parquet`), or `….<n>.parquet` while a listed file has the name."""
     stem, n, free = rel.removesuffix(".parquet"), 0, rel
@@ -329,6 +311,64 @@ def listed_files(manifest: dict[str, Any], table: str) -> list[str]:
     """Paths (relative to the dataset, checked by `Dataset.manifest`) of `table`'s files, in
     ingest order: join them to the dataset's root, a folder or an object-store prefix."""
     return [rel for s in manifest["sources"] for rel in s.get("files", {}).get(table, [])]
+
+
+def listed_rel(rel: Any, where: str) -> str:
+    """`rel` (a path from the manifest at `where`) if it has the shape of a dataset file:
+    `<table>/[day=<date>/[instance=<name>/]]<name>.parquet` (traceq/layout.py)."""
+    if layout.table_of(rel) is None:
+        msg = (
+            f"{where} lists {rel!r}, which is not inside the dataset; "
+            "refusing to read or delete it (restore the manifest or re-ingest)"
+        )
+        raise DatasetError(msg)
+    return rel
+
+
+def checked_manifest(text: str, where: str) -> dict[str, Any]:
+    """The manifest in `text` (read from `where`), refused with a DatasetError unless it is
+    this schema version with well-formed sources and only dataset-shaped file paths; an old
+    single path per table reads as a list of one."""
+    try:
+        manifest = json.loads(text)
+    except ValueError as exc:
+        msg = f"cannot read {where}: {exc}"
+        raise DatasetError(msg) from exc
+    if not isinstance(manifest, dict) or manifest.get("schema_version") != SCHEMA_VERSION:
+        version = manifest.get("schema_version") if isinstance(manifest, dict) else None
+        msg = (
+            f"{where} has schema version {version}, "
+            f"this traceq reads {SCHEMA_VERSION}; re-ingest the sources"
+        )
+        raise DatasetError(msg)
+    sources = manifest.get("sources")
+    if not isinstance(sources, list) or not all(
+        isinstance(s, dict)
+        and isinstance(s.get("source_id"), str)
+        and isinstance(s.get("files", {}), dict)
+        for s in sources
+    ):
+        msg = (
+            f"{where} is damaged: no list of `sources` with a source_id and files each; "
+            "restore it from a backup or re-ingest into a new folder"
+        )
+        raise DatasetError(msg)
+    for s in sources:
+        files = s.get("files", {})
+        for table, rels in files.items():
+            # a dataset written before the partitioned layout lists one flat path
+            files[table] = [rels] if isinstance(rels, str) else rels
+            if not isinstance(files[table], list) or not files[table]:
+                msg = (
+                    f"{where} is damaged: the files of {table!r} are not a list of paths; "
+                    "restore it from a backup or re-ingest into a new folder"
+                )
+                raise DatasetError(msg)
+            for rel in files[table]:
+                if layout.table_of(listed_rel(rel, where)) != table:
+                    msg = f"{where} lists {rel!r} under table {table!r}; re-ingest"
+                    raise DatasetError(msg)
+    return manifest
 
 
 def write_error(root: Path, exc: OSError) -> DatasetError | None:

@@ -24,7 +24,8 @@ import duckdb
 import polars as pl
 
 from traceq import pick
-from traceq.dataset import Dataset, listed_files
+from traceq.dataset import listed_files
+from traceq.remote import AnyDataset, RemoteDataset, open_dataset
 from traceq.schema import TABLES, empty, polars_schema
 from traceq.sql import load
 
@@ -34,7 +35,7 @@ _IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
 def open(
-    dataset: str | os.PathLike[str] | Dataset,
+    dataset: str | os.PathLike[str] | AnyDataset,
     *,
     read_only: bool = True,
     memory_limit: str | None = None,
@@ -49,12 +50,12 @@ def open(
     >>> con = traceq.open("run.tq")                                   # doctest: +SKIP
     >>> con.sql("SELECT * FROM kpi_latency").pl()                      # doctest: +SKIP
     """
-    ds = dataset if isinstance(dataset, Dataset) else Dataset(dataset)
+    ds = open_dataset(dataset)
     return connect(ds, ds.manifest(), memory_limit=memory_limit, read_only=read_only)
 
 
 def connect(
-    ds: Dataset,
+    ds: AnyDataset,
     manifest: dict[str, Any],
     *,
     memory_limit: str | None = None,
@@ -64,6 +65,10 @@ def connect(
 ) -> duckdb.DuckDBPyConnection:
     """A connection over the files `manifest` lists (read once by the caller)."""
     con = duckdb.connect(":memory:")
+    if isinstance(ds, RemoteDataset):
+        # read through the dataset's fsspec filesystem, never an extension DuckDB would fetch
+        con.execute("SET autoload_known_extensions = false")
+        con.register_filesystem(ds.filesystem)
     if memory_limit:
         con.execute("SET memory_limit = ?", [memory_limit])
     if temp_dir is not None:
@@ -95,7 +100,7 @@ PICK_SCHEMA = {**polars_schema("requests"), "copies": pl.Int64(), "is_primary": 
 
 
 def _register_pick(
-    con: duckdb.DuckDBPyConnection, ds: Dataset, manifest: dict[str, Any]
+    con: duckdb.DuckDBPyConnection, ds: AnyDataset, manifest: dict[str, Any]
 ) -> list[str]:
     """Register `_request_pick` (which row stands for each request, traceq/pick.py) and the
     tokens the views may read, by how much of each source the pick keeps: `_tokens_<role>_all`
@@ -105,10 +110,10 @@ def _register_pick(
     A pick that was not settled for exactly the manifest's sources (written by an older
     traceq, or the source list changed without it) is settled here, in memory."""
     entry = pick.current(manifest)
-    path = pick.file_of(ds.root, entry) if entry else None
+    path = ds.pick_file(entry) if entry else None
     modes: dict[str, dict[str, str]]
     files: list[str] = []
-    if entry and path is not None and path.is_file():
+    if entry and path is not None:
         con.read_parquet(str(path)).create_view("_request_pick")
         modes, files = entry["sources"], [str(path)]
     elif pick.request_sources(manifest):

@@ -29,7 +29,8 @@ import polars as pl
 import pyarrow as pa
 
 from traceq import db
-from traceq.dataset import Dataset, DatasetError
+from traceq.dataset import DatasetError
+from traceq.remote import AnyDataset, open_dataset
 from traceq.schema import TABLES
 from traceq.tempdirs import private_temp_dir
 
@@ -84,7 +85,7 @@ class Session:
 
     def __init__(
         self,
-        dataset: str | os.PathLike[str] | Dataset,
+        dataset: str | os.PathLike[str] | AnyDataset,
         *,
         time_limit_s: float | None = DEFAULT_TIME_LIMIT_S,
         row_cap: int = DEFAULT_ROW_CAP,
@@ -100,7 +101,7 @@ class Session:
         self._own_temp = temp_dir is None
         self.temp_dir = Path(temp_dir) if temp_dir is not None else private_temp_dir()
         try:
-            self.dataset = dataset if isinstance(dataset, Dataset) else Dataset(dataset)
+            self.dataset = open_dataset(dataset)
             self.manifest = self.dataset.manifest()
             self.con = db.connect(
                 self.dataset,

@@ -11,15 +11,17 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from traceq.dataset import Dataset
+from traceq.remote import AnyDataset
 from traceq.session import Results, Session
 
 
 class Executor(Protocol):
     """Runs one read statement (DuckDB dialect, `$name` parameters) over a dataset."""
 
-    dataset: Dataset
     manifest: dict[str, Any]
+
+    @property
+    def dataset(self) -> AnyDataset: ...
 
     def query(self, sql: str, params: dict[str, Any] | None = None) -> pl.DataFrame: ...
 

@@ -7,8 +7,9 @@ from pathlib import Path
 import streamlit as st
 
 from traceq.app import opening, state, ui
-from traceq.dataset import Dataset, DatasetError
+from traceq.dataset import DatasetError
 from traceq.ingest import IngestOptions, InputError
+from traceq.remote import is_url, open_dataset
 
 st.title("traceq: postmortem")
 st.markdown(
@@ -18,7 +19,7 @@ st.markdown(
 )
 
 
-def opened(path: Path) -> None:
+def opened(path: Path | str) -> None:
     state.open_dataset(str(path))
     ui.go("overview")
 
@@ -46,14 +47,18 @@ else:
             st.error(str(exc).splitlines()[0])
 
 st.subheader("A dataset on this machine")
-path = st.text_input("Dataset folder", placeholder="/data/incident.tq", key="home_path")
+path = st.text_input(
+    "Dataset folder, or its URL in object storage (s3://…)",
+    placeholder="/data/incident.tq",
+    key="home_path",
+)
 if st.button("Open", key="home_open_path") and path.strip():
     try:
-        Dataset(path.strip()).manifest()
+        open_dataset(path.strip()).manifest()
     except (DatasetError, OSError) as exc:
         st.error(str(exc).splitlines()[0])
     else:
-        opened(Path(path.strip()).resolve())
+        opened(path.strip() if is_url(path.strip()) else Path(path.strip()).resolve())
 
 st.subheader("Upload raw files")
 uploads = st.file_uploader(

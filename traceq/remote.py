@@ -1,0 +1,108 @@
+"""A dataset read where it lies in object storage: `s3://bucket/run.tq`, `gs://…`, `az://…`.
+
+`traceq ingest` writes a local folder; copied as it is to a bucket (docs/SCALE.md, "Object
+storage"), the same folder is read by its URL wherever traceq takes a dataset (`traceq.open`,
+`Session`, `traceq sql`, `diagnose`, `report`). The manifest is read from the bucket and stays
+the only list of files; each listed path is joined to the URL, as `Dataset.path_of` joins it to
+the folder, after the same check of its shape (no `..`, nothing absolute: traceq/layout.py).
+
+The bytes come through [fsspec](https://filesystem-spec.readthedocs.io): `s3fs` for `s3://`
+(`pip install 'traceq[s3]'`), `gcsfs` for `gs://`, `adlfs` for `az://`, configured as those
+libraries are (for S3 the usual AWS variables: `AWS_ACCESS_KEY_ID`, `AWS_ENDPOINT_URL`, a
+profile...). DuckDB reads the Parquet files through the same filesystem object
+(`register_filesystem`), so no DuckDB extension is downloaded at run time, and the connection
+is locked to the listed files as for a local folder (traceq/db.py).
+
+>>> s = Session("s3://traces/fleet/run.tq")                          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from traceq import pick
+from traceq.dataset import (
+    MANIFEST,
+    Dataset,
+    DatasetError,
+    checked_manifest,
+    is_url,
+    listed_rel,
+)
+
+EXTRA = {"s3": "pip install 'traceq[s3]'", "gs": "pip install gcsfs", "az": "pip install adlfs"}
+
+
+class RemoteDataset:
+    """A dataset in object storage, read-only: the reading half of `Dataset`."""
+
+    def __init__(self, url: str, **storage_options: Any) -> None:
+        self.root = url.rstrip("/")
+        protocol = self.root.split("://", 1)[0].lower()
+        try:
+            import fsspec
+
+            self.filesystem, self._path = fsspec.core.url_to_fs(self.root, **storage_options)
+        except ImportError as exc:
+            hint = EXTRA.get(protocol, f"install fsspec's filesystem for {protocol}://")
+            msg = f"cannot read {self.root}: {exc}; {hint}"
+            raise DatasetError(msg) from exc
+        except (ValueError, TypeError) as exc:  # fsspec knows no such protocol
+            msg = f"cannot read {self.root}: {exc}"
+            raise DatasetError(msg) from exc
+        self._manifest_url = f"{self.root}/{MANIFEST}"
+        self._text = self._read_manifest()
+
+    def _read_manifest(self) -> str:
+        try:
+            data = self.filesystem.cat_file(f"{self._path}/{MANIFEST}")
+        except FileNotFoundError as exc:
+            msg = f"{self.root} is not a traceq dataset (no {MANIFEST})"
+            raise DatasetError(msg) from exc
+        except Exception as exc:  # the store's own errors: credentials, network, permission
+            msg = f"cannot read {self._manifest_url}: {type(exc).__name__}: {exc}"
+            raise DatasetError(msg) from exc
+        try:
+            return bytes(data).decode()
+        except UnicodeDecodeError as exc:
+            msg = f"cannot read {self._manifest_url}: {exc}"
+            raise DatasetError(msg) from exc
+
+    def manifest(self) -> dict[str, Any]:
+        """The manifest as it was when the dataset was opened (checked as a local one)."""
+        return checked_manifest(self._text, self._manifest_url)
+
+    def path_of(self, rel: Any) -> str:
+        """The URL of the listed file `rel`, refused unless it has a dataset file's shape."""
+        return f"{self.root}/{listed_rel(rel, self._manifest_url)}"
+
+    def table_files(self, table: str) -> list[str]:
+        from traceq.dataset import listed_files
+
+        return [self.path_of(rel) for rel in listed_files(self.manifest(), table)]
+
+    def pick_file(self, entry: dict[str, Any]) -> str | None:
+        """The settled request pick's URL (traceq/pick.py) if the file is there, else None."""
+        rel = pick.file_of(Path(), entry).as_posix()
+        try:
+            found = self.filesystem.exists(f"{self._path}/{rel}")
+        except Exception as exc:  # the store's own errors, as in _read_manifest
+            msg = f"cannot read {self.root}/{rel}: {type(exc).__name__}: {exc}"
+            raise DatasetError(msg) from exc
+        return f"{self.root}/{rel}" if found else None
+
+
+AnyDataset = Dataset | RemoteDataset
+__all__ = ["AnyDataset", "RemoteDataset", "is_url", "open_dataset"]
+
+
+def open_dataset(location: str | os.PathLike[str] | AnyDataset) -> AnyDataset:
+    """`location` as a dataset to read: a `Dataset` or `RemoteDataset` as it is, a URL as a
+    `RemoteDataset`, anything else as a local folder."""
+    if isinstance(location, (Dataset, RemoteDataset)):
+        return location
+    if is_url(location):
+        return RemoteDataset(str(location))
+    return Dataset(location)

@@ -1,6 +1,5 @@
 """A dataset read by its URL where it lies in object storage (traceq/remote.py): the real S3
-client (s3fs) against moto's S3 server on localhost, the folder copied there as
-docs/SCALE.md says (files first, the manifest last)."""
+client (s3fs) against moto's S3 server on localhost (tests/s3_helpers.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +11,11 @@ from pathlib import Path
 import pytest
 import s3fs
 from click.testing import CliRunner
-from moto.server import ThreadedMotoServer
 from polars.testing import assert_frame_equal
 
 import traceq
 from tests.playbook_helpers import SAMPLES, ingest_folder
+from tests.s3_helpers import moto_s3, upload
 from traceq.cli import cli
 from traceq.dataset import MANIFEST, DatasetError
 from traceq.session import QueryError, Session
@@ -30,26 +29,9 @@ QUERIES = (
 
 
 @pytest.fixture(scope="module")
-def s3(tmp_path_factory) -> Iterator[s3fs.S3FileSystem]:
-    """moto's S3 on a free localhost port, reached through the usual AWS variables."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {
-        "AWS_ACCESS_KEY_ID": "traceq-test",
-        "AWS_SECRET_ACCESS_KEY": "traceq-test",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-    }
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in env.items():
-            mp.setenv(name, value)
-        fs = s3fs.S3FileSystem(skip_instance_cache=True)
-        fs.mkdir("traces")
-        try:
-            yield fs
-        finally:
-            server.stop()
+def s3() -> Iterator[s3fs.S3FileSystem]:
+    with moto_s3() as fs:
+        yield fs
 
 
 @pytest.fixture(scope="module")
@@ -60,17 +42,6 @@ def local(tmp_path_factory) -> Path:
 def requests(local: Path) -> int:
     with Session(local) as s:
         return int(s.query("SELECT count(*) AS n FROM requests").item())
-
-
-def upload(fs: s3fs.S3FileSystem, local: Path, key: str) -> str:
-    """Copy the dataset folder to `s3://traces/<key>`: every file, then the manifest."""
-    files = [p for p in local.rglob("*") if p.is_file() and p.name != MANIFEST]
-    for path in files:
-        if not any(part.startswith(".") for part in path.relative_to(local).parts):
-            fs.put_file(str(path), f"traces/{key}/{path.relative_to(local).as_posix()}")
-    fs.put_file(str(local / MANIFEST), f"traces/{key}/{MANIFEST}")
-    fs.invalidate_cache()
-    return f"s3://traces/{key}"
 
 
 def test_the_dataset_in_s3_answers_as_the_folder(s3, local):

@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 from sqlglot import exp
 
 from tests.playbook_helpers import synth_dataset
+from tests.s3_helpers import moto_s3, upload
 from traceq.db import VIEW_FILES
 from traceq.playbooks import load_catalog
 from traceq.playbooks.engine import bind, run_playbook
@@ -116,6 +117,20 @@ def test_public_views_equal_duckdb(engines, view):
     duck_rows = duck.query(f"SELECT * FROM {view}")
     assert duck_rows.height > 0
     assert_same_rows(duck_rows, spark.query(f"SELECT * FROM {view}"))
+
+
+def test_register_takes_the_url_of_a_copy_in_object_storage(engines):
+    """`register(spark, "s3://…", location=…)`: the manifest is read from the bucket (moto's
+    S3, tests/s3_helpers.py), the files where the cluster reads them (here the folder, as a
+    cluster would read `s3a://`), in a session of its own."""
+    duck, spark = engines
+    local = duck.dataset.root
+    with moto_s3() as fs:
+        url = upload(fs, local, "spark.tq")
+        copy = SparkExecutor(spark.spark.newSession(), url, location=local.resolve().as_uri())
+    assert copy.dataset.root == url and not copy.skipped
+    for sql in ("SELECT * FROM kpi_latency", "SELECT * FROM request_phases"):
+        assert_same_rows(duck.query(sql), copy.query(sql))
 
 
 def test_every_view_and_check_translates():

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from traceq import pick
-from traceq.dataset import Dataset
 from traceq.db import PICK_ROLES, VIEW_FILES, sources_frame
+from traceq.remote import AnyDataset, RemoteDataset, open_dataset
 from traceq.schema import TABLES, empty
 from traceq.spark.executor import SparkExecutor, spark_session
 from traceq.spark.translate import (
@@ -54,7 +54,7 @@ __all__ = [
 class Registered:
     """What `register` put into the SparkSession."""
 
-    dataset: Dataset
+    dataset: AnyDataset
     views: list[str]
     skipped: dict[str, str] = field(default_factory=dict)
     """Views Spark refused (name → first line of Spark's message); queries on them fail."""
@@ -62,23 +62,26 @@ class Registered:
 
 def register(
     spark: SparkSession,
-    dataset: str | os.PathLike[str] | Dataset,
+    dataset: str | os.PathLike[str] | AnyDataset,
     *,
     location: str | None = None,
 ) -> Registered:
     """Register the dataset's tables and public views as temporary views of `spark`.
 
-    The manifest is read here (the driver); Spark reads the files it lists. `location` is
-    where the cluster reads the dataset folder when that differs from the local path, e.g.
-    `s3a://bucket/run.tq` for a dataset copied to object storage (file paths are taken
-    relative to the dataset root and joined to it).
+    The manifest is read here (the driver), from a local folder or a URL in object storage
+    (`s3://bucket/run.tq`, traceq/remote.py); Spark reads the files it lists. `location` is
+    where the cluster reads the dataset folder when that differs, e.g. `s3a://bucket/run.tq`
+    where Hadoop's S3 connector is `s3a` (file paths are taken relative to the dataset root
+    and joined to it).
     """
-    ds = dataset if isinstance(dataset, Dataset) else Dataset(dataset)
+    ds = open_dataset(dataset)
     manifest = ds.manifest()
     base = location.rstrip("/") if location else None
+    root = f"{ds.root}/" if isinstance(ds, RemoteDataset) else f"{ds.root.as_posix()}/"
 
-    def uri(path: Path) -> str:
-        return f"{base}/{path.relative_to(ds.root).as_posix()}" if base else str(path)
+    def uri(path: Path | str) -> str:
+        text = path if isinstance(path, str) else path.as_posix()
+        return f"{base}/{text.removeprefix(root)}" if base else text
 
     for table in TABLES:
         _parquet(spark, table, [uri(p) for p in ds.table_files(table)]).createOrReplaceTempView(
@@ -86,7 +89,8 @@ def register(
         )
     spark.createDataFrame(sources_frame(manifest).to_pandas()).createOrReplaceTempView("sources")
     entry = pick.current(manifest)
-    if entry is None or not pick.file_of(ds.root, entry).is_file():
+    pick_file = ds.pick_file(entry) if entry is not None else None
+    if entry is None or pick_file is None:
         if pick.request_sources(manifest):
             msg = (
                 f"{ds.root}: which row stands for each request is not settled in the manifest "
@@ -96,9 +100,7 @@ def register(
         spark.createDataFrame([], _pick_schema(spark)).createOrReplaceTempView("_request_pick")
         modes: dict[str, dict[str, str]] = {}
     else:
-        spark.read.parquet(uri(pick.file_of(ds.root, entry))).createOrReplaceTempView(
-            "_request_pick"
-        )
+        spark.read.parquet(uri(pick_file)).createOrReplaceTempView("_request_pick")
         modes = entry["sources"]
     tokens = {s["source_id"]: s for s in manifest["sources"] if "tokens" in s.get("files", {})}
     for role in PICK_ROLES:
@@ -173,7 +175,7 @@ def _analysed_views(spark: SparkSession) -> Iterator[None]:
             spark.conf.set(STORE_ANALYSED_VIEWS, before)
 
 
-def _source_files(ds: Dataset, source: dict[str, Any], table: str) -> list[Path]:
+def _source_files(ds: AnyDataset, source: dict[str, Any], table: str) -> list[Path | str]:
     """The files of one source's table, each checked by `Dataset.path_of` (a manifest lists
     one path per table, or a list of partition files)."""
     rels = source["files"][table]

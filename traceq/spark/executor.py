@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from traceq.dataset import Dataset
 from traceq.playbooks.rollups import CACHED_ON_SPARK  # cached by `materialise`, in order
+from traceq.remote import AnyDataset
 from traceq.session import DEFAULT_ROW_CAP, QueryError, Results
 from traceq.spark.translate import TranslationError, to_spark
 
@@ -55,7 +55,7 @@ class SparkExecutor:
     def __init__(
         self,
         spark: SparkSession,
-        dataset: str | os.PathLike[str] | Dataset,
+        dataset: str | os.PathLike[str] | AnyDataset,
         *,
         location: str | None = None,
         row_cap: int = DEFAULT_ROW_CAP,

@@ -3,9 +3,11 @@
 Spark has no as-of join. `l ASOF LEFT JOIN r ON l.a >= r.b [AND l.k = r.k ...]` picks, for
 each left row, the right row of the same keys with the greatest `b <= a`. The rewrite:
 
-1. Each right row gets the next `b` of its keys (`lead(b) OVER (PARTITION BY k ORDER BY b)`),
-   so it holds for the interval `[b, next)` (the last one for `[b, ∞)`); the intervals of one
-   key are disjoint, so at most one holds any `a`, and it is the row DuckDB picks.
+1. Each right row gets the next `b` of its keys, so it holds for the interval `[b, next)`
+   (the last one for `[b, ∞)`); the intervals of one key are disjoint, so at most one holds
+   any `a`, and it is the row DuckDB picks. The next `b` is `lead(b)` within the row's keys
+   and coarse time bucket (about `COARSE_ROWS` rows), else the first `b` of the keys' next
+   non-empty coarse bucket (`_intervals`): no window holds every row of a key.
 2. Time is cut into buckets of width `W` (`bucket(x) = floor(x / W)`, monotone, so `a` in
    `[b, next]` puts `bucket(a)` between `bucket(b)` and `bucket(next)`), and each right row
    is copied into every bucket its interval touches (`explode(sequence(...))`).
@@ -31,6 +33,10 @@ from sqlglot import exp
 
 NEXT = "_asof_next"
 BUCKET = "_asof_bucket"
+COARSE, WITHIN, FIRST, AFTER = "_asof_part", "_asof_within", "_asof_first", "_asof_after"
+COARSE_ROWS = 4096
+"""Right rows of one key per partition of the `lead` that finds each row's next `b`, on
+average (a partition spans `COARSE_ROWS` × the key's mean spacing of `b`)."""
 
 
 class AsofError(Exception):
@@ -74,12 +80,7 @@ def _rewrite(join: exp.Join) -> None:
     width = _width(source, b, keys)
     last = exp.Subquery(this=exp.select(exp.Max(this=exp.column(b))).from_(source.copy()))
 
-    lead = exp.Window(
-        this=exp.Anonymous(this="lead", expressions=[exp.column(b)]),
-        partition_by=[exp.column(k) for k in keys] or None,
-        order=exp.Order(expressions=[exp.Ordered(this=exp.column(b))]),
-    )
-    intervals = exp.select(exp.Star(), exp.alias_(lead, NEXT)).from_(source.copy())
+    intervals = _intervals(source, b, keys, width)
     # A key's open-ended row reaches the clamp bucket of every key (step 3 above).
     end = exp.Case(
         ifs=[exp.If(this=exp.column(NEXT).is_(exp.Null()), true=last.copy())],
@@ -112,6 +113,62 @@ def _rewrite(join: exp.Join) -> None:
         ),
     )
     join.set("method", None)
+
+
+def _intervals(source: exp.Expr, b: str, keys: list[str], width: exp.Expr) -> exp.Select:
+    """`source` with `_asof_next`, the next `b` of the same keys (step 1), found in two levels
+    so that no window is one partition per key (a fleet's engine has millions of rows):
+    the next `b` within the row's partition of about `COARSE_ROWS` rows of its keys (a coarser
+    time bucket), else the first `b` of the keys' next non-empty partition, from a window over
+    one row per (keys, partition)."""
+    coarse = _bucket(
+        exp.column(b), exp.Mul(this=width.copy(), expression=exp.Literal.number(COARSE_ROWS))
+    )
+    part = [exp.column(k) for k in keys]
+    inner = exp.Window(
+        this=exp.Anonymous(this="lead", expressions=[exp.column(b)]),
+        partition_by=[*part, exp.column(COARSE)],
+        order=exp.Order(expressions=[exp.Ordered(this=exp.column(b))]),
+    )
+    rows = exp.select(exp.Star(), exp.alias_(coarse, COARSE)).from_(source.copy())
+    within = exp.select(exp.Star(), exp.alias_(inner, WITHIN)).from_(
+        exp.Subquery(this=rows, alias=exp.TableAlias(this=exp.to_identifier("_asof_c")))
+    )
+    firsts = (
+        exp.select(*part, exp.column(COARSE), exp.alias_(exp.Min(this=exp.column(b)), FIRST))
+        .from_(
+            exp.Subquery(this=rows.copy(), alias=exp.TableAlias(this=exp.to_identifier("_asof_c")))
+        )
+        .group_by(*part, exp.column(COARSE))
+    )
+    after = exp.Window(
+        this=exp.Anonymous(this="lead", expressions=[exp.column(FIRST)]),
+        partition_by=[exp.column(k) for k in keys] or None,
+        order=exp.Order(expressions=[exp.Ordered(this=exp.column(COARSE))]),
+    )
+    nexts = exp.select(
+        *[exp.column(k) for k in keys], exp.column(COARSE), exp.alias_(after, AFTER)
+    ).from_(exp.Subquery(this=firsts, alias=exp.TableAlias(this=exp.to_identifier("_asof_f"))))
+    on = exp.and_(
+        *[
+            exp.EQ(this=exp.column(c, table="_asof_w"), expression=exp.column(c, table="_asof_n"))
+            for c in (*keys, COARSE)
+        ]
+    )
+    nxt = exp.Coalesce(
+        this=exp.column(WITHIN, table="_asof_w"), expressions=[exp.column(AFTER, table="_asof_n")]
+    )
+    return (
+        exp.select(
+            exp.Column(this=exp.Star(), table=exp.to_identifier("_asof_w")), exp.alias_(nxt, NEXT)
+        )
+        .from_(exp.Subquery(this=within, alias=exp.TableAlias(this=exp.to_identifier("_asof_w"))))
+        .join(
+            exp.Subquery(this=nexts, alias=exp.TableAlias(this=exp.to_identifier("_asof_n"))),
+            on=on,
+            join_type="LEFT",
+        )
+    )
 
 
 def _width(source: exp.Expr, b: str, keys: list[str]) -> exp.Expr:

@@ -13,6 +13,7 @@ import duckdb
 import pytest
 
 import traceq.layout
+import traceq.spill
 from traceq.dataset import Dataset
 from traceq.ingest import IngestOptions, ingest, second_pass
 
@@ -71,7 +72,7 @@ def test_the_limit_reaches_every_out_of_core_step(
     mib = {"512MB": "488.2 MiB", "256MB": "244.1 MiB", "300MB": "286.1 MiB"}
     assert set(seen) == {mib[u] for u in used}
     assert len(seen) == 4  # the OTLP and GPU second passes, the two sources' layouts
-    assert traceq.layout.INGEST_MEMORY.get() is None  # reset after the ingest
+    assert traceq.spill.INGEST_MEMORY.get() is None  # reset after the ingest
 
 
 def test_help_documents_the_default() -> None:

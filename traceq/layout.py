@@ -25,28 +25,18 @@ reads only the row groups (min/max of the time column) that overlap it. The sort
 DuckDB under `LAYOUT_MEMORY`, spilling to the source's staging folder beyond it, so its memory
 does not grow with the file. A table spanning several days is sorted once, to a scratch file
 that each day's file is then read from in order.
-
-The ingest's memory settings live here too, as every DuckDB step of an ingest (the second
-passes, this layout, the request pick) imports this module: `INGEST_MEMORY` (`traceq ingest
---memory-limit`) and `release_heap` (what the step before left free, given back first).
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import gc
-import os
 import re
 import urllib.parse
-from contextvars import ContextVar
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
 
 from traceq.schema import TABLES, empty
-from traceq.spill import spilling_duckdb
+from traceq.spill import ingest_memory, release_heap, spilling_duckdb
 from traceq.sql import load
 
 PARTITION_TIME = {
@@ -73,54 +63,6 @@ LAYOUT_MEMORY = "512MB"
 """DuckDB memory limit of the sort that lays out one source (spills to disk beyond it). DuckDB
 holds up to about 1.5x its limit while sorting (measured: 20 M rows under 512 MB peaked at
 711 MiB); 256 MB was too little for the Parquet writer of wide `spans` rows."""
-
-INGEST_MEMORY: ContextVar[str | None] = ContextVar("ingest_memory", default=None)
-"""`traceq ingest --memory-limit`: the DuckDB memory limit of every ingest step that spills
-(each second pass, this layout, the request pick, traceq/pick.py), set by `traceq.ingest.ingest`
-for the duration of one ingest. None (the default) leaves each step its own fixed limit."""
-
-
-def ingest_memory(default: str) -> str:
-    """The DuckDB memory limit an ingest step runs under: `--memory-limit`, else `default`."""
-    return INGEST_MEMORY.get() or default
-
-
-RELEASE_ABOVE_MIB = 320
-"""`release_heap` does nothing below this RSS (MiB): a full `gc.collect()` costs ~0.1 s in a
-large process, worth it after a first pass over a big file (360-650 MiB of RSS when the
-later steps start, 100 k to 400 k requests), not after the small ingests of a test run."""
-
-
-def release_heap() -> None:
-    """Give the memory a finished ingest step left free back to the system before the next
-    one opens DuckDB: Python's unreachable cycles, Arrow's pool and glibc's free lists. After
-    the OTLP first pass this was 135-290 MiB of RSS at 100 k requests (docs/PERFORMANCE.md,
-    "Ingest peak RSS with size"), which every later step ran on top of."""
-    if _rss_mib() < RELEASE_ABOVE_MIB:
-        return
-    gc.collect()
-    pa.default_memory_pool().release_unused()
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
-
-def _rss_mib() -> float:
-    try:
-        resident = int(Path("/proc/self/statm").read_text().split()[1])
-    except (OSError, IndexError, ValueError):  # no /proc (macOS): nothing is released
-        return 0.0
-    return resident * _PAGE / (1 << 20)
-
-
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-_LIBC = None
-if (_name := ctypes.util.find_library("c")) and "libc.so" in _name:  # glibc: malloc_trim
-    try:
-        _LIBC = ctypes.CDLL(_name)
-        _LIBC.malloc_trim  # noqa: B018 - musl has no malloc_trim
-    except (OSError, AttributeError):
-        _LIBC = None
-
 
 _DAY = r"day=(?:\d{4}-\d{2}-\d{2}|" + NULL_PARTITION + ")"
 _INSTANCE = r"instance=[A-Za-z0-9_.%-]{1,200}"

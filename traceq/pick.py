@@ -24,7 +24,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from traceq.layout import ingest_memory, release_heap
+from traceq.spill import ingest_memory, release_heap
 from traceq.sql import load
 
 PICK_DIR = "request_pick"

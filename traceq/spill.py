@@ -1,14 +1,22 @@
-"""One way to open a DuckDB connection for out-of-core work: a memory limit beyond which
-DuckDB spills to a temporary directory, closed whatever happens. Used by the ingest second
-passes (traceq/ingest/second_pass.py) and the dataset layout (traceq/layout.py)."""
+"""Memory of the ingest's DuckDB steps (the second passes, traceq/ingest/second_pass.py; the
+layout, traceq/layout.py; the request pick, traceq/pick.py): one way to open a DuckDB
+connection for out-of-core work (a memory limit beyond which DuckDB spills to a temporary
+directory, closed whatever happens), the limit `traceq ingest --memory-limit` sets for all of
+them (`INGEST_MEMORY`), and `release_heap`, which gives back what the step before left free."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 
 @contextmanager
@@ -26,3 +34,51 @@ def spilling_duckdb(
         yield con
     finally:
         con.close()
+
+
+INGEST_MEMORY: ContextVar[str | None] = ContextVar("ingest_memory", default=None)
+"""`traceq ingest --memory-limit`: the DuckDB memory limit of every ingest step that spills
+(each second pass, this layout, the request pick, traceq/pick.py), set by `traceq.ingest.ingest`
+for the duration of one ingest. None (the default) leaves each step its own fixed limit."""
+
+
+def ingest_memory(default: str) -> str:
+    """The DuckDB memory limit an ingest step runs under: `--memory-limit`, else `default`."""
+    return INGEST_MEMORY.get() or default
+
+
+RELEASE_ABOVE_MIB = 320
+"""`release_heap` does nothing below this RSS (MiB): a full `gc.collect()` costs ~0.1 s in a
+large process, worth it after a first pass over a big file (360-650 MiB of RSS when the
+later steps start, 100 k to 400 k requests), not after the small ingests of a test run."""
+
+
+def release_heap() -> None:
+    """Give the memory a finished ingest step left free back to the system before the next
+    one opens DuckDB: Python's unreachable cycles, Arrow's pool and glibc's free lists. After
+    the OTLP first pass this was 135-290 MiB of RSS at 100 k requests (docs/PERFORMANCE.md,
+    "Ingest peak RSS with size"), which every later step ran on top of."""
+    if _rss_mib() < RELEASE_ABOVE_MIB:
+        return
+    gc.collect()
+    pa.default_memory_pool().release_unused()
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _rss_mib() -> float:
+    try:
+        resident = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):  # no /proc (macOS): nothing is released
+        return 0.0
+    return resident * _PAGE / (1 << 20)
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_LIBC = None
+if (_name := ctypes.util.find_library("c")) and "libc.so" in _name:  # glibc: malloc_trim
+    try:
+        _LIBC = ctypes.CDLL(_name)
+        _LIBC.malloc_trim  # noqa: B018 - musl has no malloc_trim
+    except (OSError, AttributeError):
+        _LIBC = None

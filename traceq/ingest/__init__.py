@@ -28,8 +28,8 @@ from traceq.ingest.fit import wrong_format
 from traceq.ingest.options import IngestOptions
 from traceq.ingest.second_pass import out_of_memory
 from traceq.ingest.source import InputError, Source
-from traceq.layout import INGEST_MEMORY
 from traceq.schema import RAW_LIMIT
+from traceq.spill import INGEST_MEMORY
 
 FAMILIES = (
     "traceq.ingest.otel",

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from traceq.ingest.source import InputError
-from traceq.layout import INGEST_MEMORY, LAYOUT_MEMORY, ingest_memory, release_heap
-from traceq.spill import spilling_duckdb
+from traceq.layout import LAYOUT_MEMORY
+from traceq.spill import INGEST_MEMORY, ingest_memory, release_heap, spilling_duckdb
 
 if TYPE_CHECKING:
     from traceq.dataset import SourceWriter
@@ -34,7 +34,7 @@ def second_pass(
     writer: SourceWriter, memory_limit: str = SECOND_PASS_MEMORY
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A fresh in-memory DuckDB connection for `writer`'s second pass, under `memory_limit`
-    unless `traceq ingest --memory-limit` gave another (traceq/layout.py, `INGEST_MEMORY`)."""
+    unless `traceq ingest --memory-limit` gave another (traceq/spill.py, `INGEST_MEMORY`)."""
     limit = ingest_memory(memory_limit)
     release_heap()  # what the first pass left free, before DuckDB takes its share
     with spilling_duckdb(writer.scratch / "duckdb.tmp", limit, keep_order=False) as con:

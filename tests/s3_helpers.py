@@ -4,6 +4,7 @@ docs/SCALE.md says (files first, the manifest last)."""
 
 from __future__ import annotations
 
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +24,11 @@ def moto_s3() -> Iterator[s3fs.S3FileSystem]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
+    # moto keeps its buckets per process, not per server: start from none (another test file
+    # run by the same pytest worker may have made them)
+    urllib.request.urlopen(
+        urllib.request.Request(f"http://{host}:{port}/moto-api/reset", method="POST")
+    ).close()
     env = {
         "AWS_ACCESS_KEY_ID": "traceq-test",
         "AWS_SECRET_ACCESS_KEY": "traceq-test",

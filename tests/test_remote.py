@@ -140,3 +140,14 @@ def test_ingest_into_a_url_is_refused_before_anything_is_written(tmp_path, monke
     assert r.exit_code == 2, r.output
     assert "writes a dataset to a local folder" in r.output and "Traceback" not in r.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_each_open_reads_the_store_settings_of_that_moment(s3, local, monkeypatch):
+    """A dataset opened again after the endpoint changed goes to the new one (no filesystem
+    cached with the first settings): the second open here finds nothing listening."""
+    url = upload(s3, local, "env.tq")
+    Session(url).close()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    with pytest.raises(QueryError, match=r"cannot read s3://traces/env\.tq/manifest\.json"):
+        Session(url)

@@ -44,7 +44,11 @@ class RemoteDataset:
         try:
             import fsspec
 
-            self.filesystem, self._path = fsspec.core.url_to_fs(self.root, **storage_options)
+            # a filesystem of its own: fsspec's cached instance would keep the endpoint and
+            # credentials of the first dataset opened in this process
+            self.filesystem, self._path = fsspec.core.url_to_fs(
+                self.root, skip_instance_cache=True, **storage_options
+            )
         except ImportError as exc:
             hint = EXTRA.get(protocol, f"install fsspec's filesystem for {protocol}://")
             msg = f"cannot read {self.root}: {exc}; {hint}"

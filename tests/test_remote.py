@@ -151,3 +151,16 @@ def test_each_open_reads_the_store_settings_of_that_moment(s3, local, monkeypatc
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     with pytest.raises(QueryError, match=r"cannot read s3://traces/env\.tq/manifest\.json"):
         Session(url)
+
+
+def test_a_missing_store_library_names_the_extra_to_install(monkeypatch):
+    """Without s3fs, fsspec raises ImportError for s3://: the message says what to install."""
+    import fsspec.core
+
+    def no_s3fs(url, **options):
+        raise ImportError("Install s3fs to access S3")
+
+    monkeypatch.setattr(fsspec.core, "url_to_fs", no_s3fs)
+    r = CliRunner().invoke(cli, ["sql", "s3://traces/run.tq", "SELECT 1"])
+    assert r.exit_code == 2
+    assert r.output.strip().endswith("pip install 'traceq[s3]'"), r.output

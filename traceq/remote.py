@@ -2,9 +2,10 @@
 
 `traceq ingest` writes a local folder; copied as it is to a bucket (docs/SCALE.md, "Object
 storage"), the same folder is read by its URL wherever traceq takes a dataset (`traceq.open`,
-`Session`, `traceq sql`, `diagnose`, `report`). The manifest is read from the bucket and stays
-the only list of files; each listed path is joined to the URL, as `Dataset.path_of` joins it to
-the folder, after the same check of its shape (no `..`, nothing absolute: traceq/layout.py).
+`Session`, `traceq sql`, `diagnose`, `report`, the app, `traceq.spark.register`). The
+manifest is read from the bucket and stays the only list of files; each listed path is joined
+to the URL, as `Dataset.path_of` joins it to the folder, after the same check of its shape (no
+`..`, nothing absolute: traceq/layout.py).
 
 The bytes come through [fsspec](https://filesystem-spec.readthedocs.io): `s3fs` for `s3://`
 (`pip install 'traceq[s3]'`), `gcsfs` for `gs://`, `adlfs` for `az://`, configured as those

@@ -66,8 +66,10 @@ def connect(
     """A connection over the files `manifest` lists (read once by the caller)."""
     con = duckdb.connect(":memory:")
     if isinstance(ds, RemoteDataset):
-        # read through the dataset's fsspec filesystem, never an extension DuckDB would fetch
+        # read through the dataset's fsspec filesystem, never an extension DuckDB would fetch;
+        # each file's footer read once, not at every view's binding (a request to the store each)
         con.execute("SET autoload_known_extensions = false")
+        con.execute("SET parquet_metadata_cache = true")
         con.register_filesystem(ds.filesystem)
     if memory_limit:
         con.execute("SET memory_limit = ?", [memory_limit])

@@ -30,6 +30,7 @@ from traceq.dataset import (
     DatasetError,
     checked_manifest,
     is_url,
+    listed_files,
     listed_rel,
 )
 
@@ -84,8 +85,6 @@ class RemoteDataset:
         return f"{self.root}/{listed_rel(rel, self._manifest_url)}"
 
     def table_files(self, table: str) -> list[str]:
-        from traceq.dataset import listed_files
-
         return [self.path_of(rel) for rel in listed_files(self.manifest(), table)]
 
     def pick_file(self, entry: dict[str, Any]) -> str | None:

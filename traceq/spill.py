@@ -38,8 +38,9 @@ def spilling_duckdb(
 
 INGEST_MEMORY: ContextVar[str | None] = ContextVar("ingest_memory", default=None)
 """`traceq ingest --memory-limit`: the DuckDB memory limit of every ingest step that spills
-(each second pass, this layout, the request pick, traceq/pick.py), set by `traceq.ingest.ingest`
-for the duration of one ingest. None (the default) leaves each step its own fixed limit."""
+(each second pass, the layout, traceq/layout.py, and the request pick, traceq/pick.py), set by
+`traceq.ingest.ingest` for the duration of one ingest. None (the default) leaves each step its
+own fixed limit."""
 
 
 def ingest_memory(default: str) -> str:

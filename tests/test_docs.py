@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import doctest
+import importlib
 from pathlib import Path
+
+import pytest
 
 import traceq
 from traceq import docs, schema
@@ -45,3 +49,19 @@ def test_readme_quickstart_has_exactly_two_commands():
     block = readme.split("## Quickstart", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
     commands = [line.split("#")[0].strip() for line in block.strip().splitlines()]
     assert commands == ["make demo", "make test"]
+
+
+DOCTESTED = sorted(
+    ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+    for p in (ROOT / "traceq").rglob("*.py")
+    if ">>> " in p.read_text()
+)
+
+
+@pytest.mark.parametrize("module", DOCTESTED)
+def test_docstring_examples_run(module: str) -> None:
+    """Every `>>>` example in traceq's docstrings runs and prints what it shows (those marked
+    `+SKIP` need a bucket or a dataset the reader has)."""
+    flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+    result = doctest.testmod(importlib.import_module(module), optionflags=flags)
+    assert result.failed == 0

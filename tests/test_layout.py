@@ -14,7 +14,7 @@ import pytest
 
 import traceq
 from tests.otel_factory import MS, RequestSpec, make_spans, write_otlp_json
-from traceq import db, layout
+from traceq import db, layout, schema
 from traceq.dataset import Dataset, DatasetError
 from traceq.ingest import IngestOptions
 
@@ -43,11 +43,13 @@ def _source(tmp_path: Path) -> Path:
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The source ingested with small row groups (the real ones hold 128 Ki-1 Mi rows;
     DuckDB rounds a row group up to a multiple of 2,048 rows), so that the gaps filled while
-    writing cross row-group and vector boundaries (every gap is 10 ms)."""
+    writing cross row-group and vector boundaries (every gap is 10 ms), and with each minute of
+    first-chunk time sorted as a piece of its own (two pieces a day)."""
     tmp = tmp_path_factory.mktemp("layout")
     ds = tmp / "ds"
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(layout, "ROW_GROUP_ROWS", {"tokens": 2048})
+        mp.setattr(layout, "TOKENS_PIECE_ROWS", 1)
         traceq.ingest([_source(tmp)], ds, options=IngestOptions(instance=INSTANCE))
     return ds
 
@@ -99,7 +101,9 @@ def test_a_time_filter_reads_a_fraction_of_the_row_groups(dataset: Path, tmp_pat
         pq.ParquetFile(dataset / rel).metadata.num_row_groups
         for rel in ds.sources()[0]["files"]["tokens"]
     ]
-    assert sum(groups) == 12  # 12,000 chunks a day in groups of 2,048
+    # 12,000 chunks a day in groups of 2,048 rows or a little more: DuckDB closes a group at the
+    # first vector (up to 2,048 rows) that reaches the size, and a piece's last vector is short
+    assert all(5 <= g <= 6 for g in groups)
     con = db.connect(ds, ds.manifest(), read_only=False)
     profile = tmp_path / "profile.json"
     con.execute("SET enable_profiling = 'json'")
@@ -151,3 +155,84 @@ def test_a_linked_partition_folder_is_never_followed(dataset: Path, tmp_path: Pa
     with pytest.raises(DatasetError, match="symbolic link"):
         Dataset(ds).commit({"source_id": "x"}, laid)
     assert sorted(p.name for p in elsewhere.rglob("*")) == before and staged.exists()
+
+
+def test_tokens_sorted_in_pieces_are_the_one_sort_row_for_row(
+    dataset: Path, tmp_path: Path
+) -> None:
+    """The fixture sorted each minute of first-chunk time on its own; one sort of each whole
+    day (the default piece holds 8 Mi chunks) gives the same files, row for row, in order."""
+    whole = tmp_path / "whole"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(layout, "ROW_GROUP_ROWS", {"tokens": 2048})
+        traceq.ingest([_source(tmp_path)], whole, options=IngestOptions(instance=INSTANCE))
+    [pieces], [one] = Dataset(dataset).sources(), Dataset(whole).sources()
+    days = [rel.rsplit("/", 1)[0] for rel in one["files"]["tokens"]]
+    assert [rel.rsplit("/", 1)[0] for rel in pieces["files"]["tokens"]] == days  # two
+    for a, b in zip(pieces["files"]["tokens"], one["files"]["tokens"], strict=True):
+        # the source files differ only in their random trace ids, hence in source_id
+        left, right = (pl.read_parquet(p).drop("source_id") for p in (dataset / a, whole / b))
+        assert left.equals(right)
+
+
+MINUTE = 60 * S
+INT64 = (1 << 63) - 1
+
+
+@pytest.mark.parametrize("most", [1, 7, 1 << 23])
+def test_every_chunk_lands_once_in_the_day_of_its_request(tmp_path: Path, most: int) -> None:
+    """Times before 1970 (a minute is floored, never truncated toward 0), at both ends of int64,
+    across midnight, and a request without any time: each request whole, in the day of its
+    first chunk, requests in order, the time-less one in the null partition; with every minute
+    a piece, with pieces of several minutes, and with one piece."""
+    first: dict[str, list[int | None]] = {  # request → its chunks' times
+        "a": [-INT64 - 1, -INT64],
+        "b": [-MINUTE - 1, -1, 5],  # 1969-12-31 23:58:59.999…, first chunk of its request
+        "c": [-1, 0],
+        "d": [0, MINUTE - 1, MINUTE],
+        "e": [MINUTE, 24 * 60 * MINUTE],
+        "f": [24 * 60 * MINUTE - 1, 24 * 60 * MINUTE],
+        "g": [None, None],
+        "h": [INT64 - 1, INT64],
+    }
+    rows = [
+        {"request_id": r, "idx": i, "ts": t, "view": "server"}
+        for r, times in first.items()
+        for i, t in enumerate(times)
+    ]
+    columns = {c.name: c.dtype for c in schema.TABLES["tokens"]}
+    tokens = pl.DataFrame(rows, schema_overrides={"ts": pl.Int64})
+    tokens = tokens.select(
+        pl.col(c).cast(t) if c in tokens.columns else pl.lit(None, t).alias(c)
+        for c, t in columns.items()
+    ).sample(fraction=1.0, shuffle=True, seed=1)
+    staged = tmp_path / "scratch" / "tokens.parquet"
+    staged.parent.mkdir()
+    tokens.write_parquet(staged)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(layout, "TOKENS_PIECE_ROWS", most)
+        laid = layout.lay_out({"tokens": staged}, tmp_path / "scratch", "src")["tokens"]
+    written = {p for p in (tmp_path / "scratch" / "laid").rglob("*") if p.is_file()}
+    assert written == set(laid.values())  # each piece's file deleted once its day is written
+    days = {
+        rel.split("/")[1].removeprefix("day="): pl.read_parquet(path) for rel, path in laid.items()
+    }
+    expected = {
+        "1677-09-21": "a",
+        "1969-12-31": "bc",
+        "1970-01-01": "def",
+        "2262-04-11": "h",
+        layout.NULL_PARTITION: "g",
+    }
+    assert list(days) == list(expected)
+    for day, requests in expected.items():
+        assert days[day].select("request_id", "idx", "ts", "gap_ns").rows() == [
+            (r, i, t, _gap(t, first[r][i - 1]) if i else None)
+            for r in requests
+            for i, t in enumerate(first[r])
+        ]
+        assert days[day].columns == list(columns)
+
+
+def _gap(t: int | None, before: int | None) -> int | None:
+    return None if t is None or before is None else t - before

@@ -13,22 +13,26 @@ instance, tokens included); an instance name is percent-encoded to a safe folder
 Datasets written before this layout list flat `<table>/<source_id>.parquet` files for every
 table; they are read as they are (docs/INGEST.md, "Dataset layout").
 
-Within a file, rows are sorted by `traceq/sql/layout.sql`: requests by arrival, tokens by
-their request's first chunk (written beside each chunk to a scratch file first,
-`traceq/sql/layout_tokens_t0.sql`, whose only state per request is a 16-byte key and time)
-then request id, view and idx (each request's chunks together, in order, and requests in
-time order), the other tables by time. A request's chunks stay in one
-file, the `day=` of its first chunk, and `tokens.gap_ns` left null by a reader (OTLP) is
-filled there from that order (a streaming `lag`), so no ingest runs a window over every chunk.
-Row groups hold `ROW_GROUP_ROWS` rows, so each covers a short stretch of time and a time filter
-reads only the row groups (min/max of the time column) that overlap it. The sort runs in
-DuckDB under `LAYOUT_MEMORY`, spilling to the source's staging folder beyond it, so its memory
-does not grow with the file. A table spanning several days is sorted once, to a scratch file
-that each day's file is then read from in order.
+Within a file, rows are sorted by `traceq/sql/layout.sql` (`tokens` by
+`traceq/sql/layout_tokens_piece.sql`): requests by arrival, tokens by their request's first
+chunk (written beside each chunk to a scratch file first, `traceq/sql/layout_tokens_t0.sql`,
+whose only state per request is a 16-byte key and time) then request id, view and idx (each
+request's chunks together, in order, and requests in time order), the other tables by time. A
+request's chunks stay in one file, the `day=` of its first chunk, and `tokens.gap_ns` left null
+by a reader (OTLP) is filled there from that order (a streaming `lag`), so no ingest runs a
+window over every chunk. `tokens` is sorted in pieces of whole minutes of first-chunk time, at
+most `TOKENS_PIECE_ROWS` chunks each, one after the other, so that the sort's spill to disk is
+bounded by a piece, not by the file. Row groups hold `ROW_GROUP_ROWS` rows, so each covers a
+short stretch of time and a time filter reads only the row groups (min/max of the time column)
+that overlap it. The sorts run in DuckDB under `LAYOUT_MEMORY`, spilling to the source's staging
+folder beyond it, so their memory does not grow with the file. A table other than `tokens`
+spanning several days is sorted once, to a scratch file that each day's file is then read from
+in order.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 import urllib.parse
 from pathlib import Path
@@ -58,6 +62,13 @@ of 2,048). A sorted `tokens` row is ~2 bytes compressed (measured, docs/PERFORMA
 chunks/s, fine enough that a time filter skips most groups. Other tables have fewer, wider
 rows: 128 Ki `requests` rows are ~1 hour of one replica at 30 req/s (~5.5 MB)."""
 DEFAULT_ROW_GROUP_ROWS = 1 << 17
+
+TOKENS_PIECE_ROWS = 1 << 23
+"""Most chunks the `tokens` sort takes at once (a day is sorted in pieces of whole minutes of
+first-chunk time, `_pieces`). DuckDB spills sorted rows uncompressed, ~180 bytes a chunk with
+their strings, and deletes the spill when the piece is written: 8 Mi chunks (~1.5 GB) bound the
+temporary disk, where one sort of a 26 GB OTLP file's 168 M chunks spilled 30-40 GB
+(docs/PERFORMANCE.md). Each piece reads the first-chunk file again, pruned to its row groups."""
 
 LAYOUT_MEMORY = "512MB"
 """DuckDB memory limit of the sort that lays out one source (spills to disk beyond it). DuckDB
@@ -119,8 +130,77 @@ def lay_out(
         con.read_parquet(str(t0)).create_view("_staged_tokens_t0")
         con.execute(load("layout"))
         for table in staged.keys() & PARTITION_TIME.keys():
-            out[table] = _write_days(con, table, scratch / "laid" / table, name, instance)
+            write = _write_tokens if table == "tokens" else _write_days
+            out[table] = write(con, table, scratch / "laid" / table, name, instance)
     return out
+
+
+def _write_tokens(
+    con: duckdb.DuckDBPyConnection, table: str, folder: Path, name: str, instance: str | None
+) -> dict[str, Path]:
+    """Write `tokens` one day at a time, each day sorted in pieces of at most
+    `TOKENS_PIECE_ROWS` chunks (whole minutes of first-chunk time, `_pieces`); a day of
+    several pieces is their files read back one after the other."""
+    minutes = con.sql(load("layout_tokens_minutes")).fetchall()
+    piece = load("layout_tokens_piece")
+    columns = [duckdb.ColumnExpression(c.name) for c in TABLES[table]]
+    rows = ROW_GROUP_ROWS.get(table, DEFAULT_ROW_GROUP_ROWS)
+    files: dict[str, Path] = {}
+    for day, ranges in _pieces(minutes, TOKENS_PIECE_ROWS):
+        rel, path = _day_file(table, day, folder, name, instance)
+        parts = (
+            [path] if len(ranges) == 1 else [path.with_suffix(f".{i}") for i in range(len(ranges))]
+        )
+        for (lo, hi), part in zip(ranges, parts, strict=True):
+            # each piece's sort ends (and its spill is deleted) before the next begins
+            sorted_piece = con.sql(piece, params={"lo": lo, "hi": hi}).select(*columns)
+            sorted_piece.write_parquet(str(part), compression="zstd", row_group_size=rows)
+        if len(parts) > 1:
+            day_rows = con.read_parquet([str(p) for p in parts])  # in the list's order
+            day_rows.write_parquet(str(path), compression="zstd", row_group_size=rows)
+            for part in parts:
+                part.unlink()
+        files[rel] = path
+    return files
+
+
+Minute = tuple[int | None, str | None, int]
+"""A row of `traceq/sql/layout_tokens_minutes.sql`: minute since the epoch, its UTC day, chunks."""
+Range = tuple[int | None, int | None]
+
+
+def _pieces(minutes: list[Minute], most: int) -> list[tuple[str | None, list[Range]]]:
+    """Each day (in order) with the `_t0` ranges its `tokens` are sorted in: runs of whole
+    minutes of at most `most` chunks (a minute of more is a run on its own), as [lo, hi] in ns.
+    The requests without any time are day None, range (None, None).
+
+    >>> _pieces([(0, "1970-01-01", 5), (1, "1970-01-01", 5), (1440, "1970-01-02", 2)], 8)
+    [('1970-01-01', [(0, 59999999999), (60000000000, 119999999999)]), \
+('1970-01-02', [(86400000000000, 86459999999999)])]
+    """
+    days: list[tuple[str | None, list[Range]]] = []
+    for day, group in itertools.groupby(minutes, key=lambda m: m[1]):
+        runs: list[list[int]] = []  # first minute, last minute, chunks
+        ranges: list[Range] = []
+        for minute, _, chunks in group:
+            if minute is None:
+                ranges.append((None, None))
+            elif runs and runs[-1][2] + chunks <= most:
+                runs[-1][1:] = [minute, runs[-1][2] + chunks]
+            else:
+                runs.append([minute, minute, chunks])
+        ranges[:0] = [_ns_range(first, last) for first, last, _ in runs]
+        days.append((day, ranges))
+    return days
+
+
+def _ns_range(first: int, last: int) -> Range:
+    """The ns of minutes `first` to `last` since the epoch, both ends in, kept within int64."""
+    return max(first * _MINUTE_NS, _INT64_MIN), min((last + 1) * _MINUTE_NS - 1, _INT64_MAX)
+
+
+_MINUTE_NS = 60 * 10**9
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _write_days(
@@ -140,11 +220,7 @@ def _write_days(
         laid.write_parquet(str(sorted_file), compression="zstd", row_group_size=rows)
         laid = con.read_parquet(str(sorted_file))
     for day in days:
-        parts = [table, f"day={day or NULL_PARTITION}"]
-        parts += [f] if (f := instance_folder(instance)) else []
-        rel = "/".join([*parts, f"{name}.parquet"])
-        path = folder.joinpath(*parts[1:], f"{name}.parquet")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        rel, path = _day_file(table, day, folder, name, instance)
         day_col = duckdb.ColumnExpression("_day")
         match = day_col.isnull() if day is None else day_col == duckdb.ConstantExpression(day)
         rel_rows = (laid if len(days) == 1 else laid.filter(match)).select(*columns)
@@ -153,3 +229,14 @@ def _write_days(
     if len(days) > 1:
         sorted_file.unlink()
     return files
+
+
+def _day_file(
+    table: str, day: str | None, folder: Path, name: str, instance: str | None
+) -> tuple[str, Path]:
+    """A day's file of `table`: its path in the dataset, and where it is written (made)."""
+    parts = [table, f"day={day or NULL_PARTITION}"]
+    parts += [f] if (f := instance_folder(instance)) else []
+    path = folder.joinpath(*parts[1:], f"{name}.parquet")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return "/".join([*parts, f"{name}.parquet"]), path

@@ -3,10 +3,11 @@
     python bench/ingest_phases.py DATASET FILE... [--memory-limit 512MB] [--json OUT]
 
 Wraps the phase functions (the OTLP first pass and second pass, the second pass's statements
-and each of its outputs, the layout's first-chunk file and each table it writes, the request
-pick) and, at each phase boundary, reads the process's VmHWM and resets it (`5` written to
-/proc/self/clear_refs), so each line is that phase's own peak RSS, not the running maximum.
-Linux only. docs/PERFORMANCE.md, "Ingest peak RSS with size", has the figures.
+and each of its outputs, the layout's first-chunk file and each table it writes, `tokens` with
+all its pieces, the request pick) and, at each phase boundary, reads the process's VmHWM and
+resets it (`5` written to /proc/self/clear_refs), so each line is that phase's own peak RSS,
+not the running maximum. Linux only. docs/PERFORMANCE.md, "Ingest peak RSS with size", has the
+figures.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def _install(keep: Path | None) -> None:
     otel._finalize = _wrap("otel second pass", kept, "otel first pass (rest)")
     layout.lay_out = _wrap("layout", layout.lay_out, "commit")
     layout._write_days = _wrap_days(layout._write_days)
+    layout._write_tokens = _wrap_days(layout._write_tokens)
     pick.settle = _wrap("request pick", pick.settle, "after pick")
     serverlog.second_pass = _wrap_second_pass("serverlog second pass", serverlog.second_pass)
     gpu_long.second_pass = _wrap_second_pass("gpu second pass", gpu_long.second_pass)

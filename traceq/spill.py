@@ -2,7 +2,8 @@
 layout, traceq/layout.py; the request pick, traceq/pick.py): one way to open a DuckDB
 connection for out-of-core work (a memory limit beyond which DuckDB spills to a temporary
 directory, closed whatever happens), the limit `traceq ingest --memory-limit` sets for all of
-them (`INGEST_MEMORY`), and `release_heap`, which gives back what the step before left free."""
+them (`INGEST_MEMORY`), and `release_heap`, which gives back what the step before left free
+(`trim_heap`, glibc's part of it, also runs between the blocks of a long read)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,16 @@ def release_heap() -> None:
         return
     gc.collect()
     pa.default_memory_pool().release_unused()
+    trim_heap()
+
+
+def trim_heap() -> None:
+    """Give glibc's free memory back to the system (`malloc_trim`), nothing else: cheap enough
+    to run between the blocks of a long read (traceq/ingest/blocks.py). Without it, the OTLP
+    first pass of a 26 GB file kept ~0.3 MiB more per 32 MB block in glibc's free lists, past
+    its first ~200 blocks: its RSS after a block rose from ~680 to ~1,120 MiB over 785 blocks,
+    and trimming every 40 blocks brought it back to 670-720 (docs/PERFORMANCE.md, "The OTLP
+    first pass: glibc's free memory")."""
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
 

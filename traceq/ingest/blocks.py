@@ -17,6 +17,7 @@ import numpy as np
 import orjson
 
 from traceq.schema import RAW_LIMIT
+from traceq.spill import trim_heap
 
 MAX_LINE_BYTES = 32 << 20  # default cap (32 MiB): `--max-line-bytes` / IngestOptions changes it
 # Formats parsed as one JSON document (load-test exports, Jaeger, pretty-printed OTLP) are held
@@ -67,7 +68,10 @@ def iter_line_blocks(
     carry = b""
     line_no = 1
     skipping = False  # inside an over-long line already rejected: drop bytes to its end
-    while chunk := stream.read(block_bytes):
+    while True:
+        trim_heap()  # what the blocks before left free goes back to the system (traceq/spill.py)
+        if not (chunk := stream.read(block_bytes)):
+            break
         progress(len(chunk))
         if skipping:
             end = chunk.find(b"\n")

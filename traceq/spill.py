@@ -69,11 +69,11 @@ def release_heap() -> None:
 
 def trim_heap() -> None:
     """Give glibc's free memory back to the system (`malloc_trim`), nothing else: cheap enough
-    to run between the blocks of a long read (traceq/ingest/blocks.py). Without it, the OTLP
-    first pass of a 26 GB file kept ~0.3 MiB more per 32 MB block in glibc's free lists, past
-    its first ~200 blocks: its RSS after a block rose from ~680 to ~1,120 MiB over 785 blocks,
-    and trimming every 40 blocks brought it back to 670-720 (docs/PERFORMANCE.md, "The OTLP
-    first pass: glibc's free memory")."""
+    to run between the blocks of a long read (traceq/ingest/blocks.py, the server-log and the
+    OTLP protobuf readers). Without it, the OTLP first pass of a 26 GB file kept ~0.75 MiB
+    more per 32 MB block in glibc's free lists past its first ~200 blocks: its RSS after a
+    block rose from ~680 to ~1,120 MiB over 785 blocks, and trimming every 40 blocks held it
+    at 670-720 (docs/PERFORMANCE.md, "The OTLP first pass: glibc's free memory")."""
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
 

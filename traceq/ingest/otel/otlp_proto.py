@@ -26,6 +26,7 @@ from traceq.ingest.otel.otlp_json import BLOCK_BYTES, Quarantine, documents_to_s
 from traceq.ingest.otel.proto_shape import as_document
 from traceq.ingest.source import ZSTD_MAGIC
 from traceq.schema import RAW_LIMIT
+from traceq.spill import trim_heap
 
 RESOURCE_SPANS_TAG = 0x0A  # field 1 (resource_spans), wire type 2
 
@@ -126,6 +127,7 @@ def iter_span_frames(
         if size >= BLOCK_BYTES:
             yield _frame_block(lines, numbers, quarantine)
             lines, numbers, size = [], [], 0
+            trim_heap()  # what the block left free goes back to the system (traceq/spill.py)
     if lines:
         yield _frame_block(lines, numbers, quarantine)
 

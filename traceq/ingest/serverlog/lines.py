@@ -17,6 +17,7 @@ import polars as pl
 import pyarrow as pa
 
 from traceq.ingest.serverlog import patterns as p
+from traceq.spill import trim_heap
 
 BLOCK_BYTES = 16 << 20  # bytes read per block (bounded memory)
 MAX_LINE_BYTES = 1 << 20  # longer lines are quarantined unparsed (1 MiB)
@@ -41,6 +42,7 @@ def iter_blocks(
     carry = b""
     line_no = 1
     while True:
+        trim_heap()  # what the blocks before left free goes back to the system (traceq/spill.py)
         chunk = stream.read(block_bytes)
         if not chunk:
             break

@@ -5,9 +5,11 @@
 -- table but `tokens`, which is sorted in pieces (layout_tokens_minutes.sql,
 -- layout_tokens_piece.sql).
 
--- the UTC date of a time in ns, floored (a time before 1970 too)
+-- a // b floored, where DuckDB's `//` truncates toward zero (b > 0; never overflows)
+CREATE OR REPLACE TEMP MACRO _floor_div(a, b) AS a // b - CAST(a % b < 0 AS BIGINT);
+-- the UTC date of a time in ns, floored (a time before 1970 too); also layout_tokens_minutes.sql
 CREATE OR REPLACE TEMP MACRO _utc_day(ns) AS
-    strftime(make_timestamp(ns // 1000 - CAST(ns % 1000 < 0 AS BIGINT)), '%Y-%m-%d');
+    strftime(make_timestamp(_floor_div(ns, 1000)), '%Y-%m-%d');
 
 -- requests in arrival order (request_pick.sql and the views read them in that order too)
 CREATE OR REPLACE TEMP VIEW _laid_requests AS

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,8 @@ import traceq
 from tests.playbook_helpers import SAMPLES, ingest_folder
 from tests.s3_helpers import moto_s3, upload
 from traceq.cli import cli
-from traceq.dataset import MANIFEST, DatasetError
+from traceq.dataset import MANIFEST, DatasetError, listed_files
+from traceq.remote import RemoteDataset
 from traceq.session import QueryError, Session
 
 QUERIES = (
@@ -74,6 +76,52 @@ def test_diagnose_report_and_sql_take_the_url(s3, local, tmp_path):
     sql = runner.invoke(cli, ["sql", url, "SELECT count(*) AS n FROM requests", "--format", "csv"])
     assert sql.exit_code == 0, sql.output
     assert sql.output.split() == ["n", str(requests(local))]
+
+
+def store_calls(ds: RemoteDataset) -> list[tuple[str, str, str | None]]:
+    """(method, key, byte range) of each request `ds` makes to the store from now on."""
+    calls: list[tuple[str, str, str | None]] = []
+    call = ds.filesystem._call_s3
+
+    async def counted(method, *args, **kwargs):
+        calls.append((method, kwargs.get("Key"), kwargs.get("Range")))
+        return await call(method, *args, **kwargs)
+
+    ds.filesystem._call_s3 = counted
+    return calls
+
+
+def test_a_session_asks_for_each_file_once(s3, local):
+    """DuckDB asks a file's size and modification time at each open, and the views open the
+    same files many times: the store is asked once a file, at the session's open."""
+    url = upload(s3, local, "asked.tq")
+    ds = RemoteDataset(url)
+    calls = store_calls(ds)
+    with Session(ds) as s:
+        asked = Counter(key for method, key, _ in calls if method == "head_object")
+        tables = ("requests", "tokens", "spans")
+        listed = {rel for table in tables for rel in listed_files(ds.manifest(), table)}
+        assert {f"asked.tq/{rel}" for rel in listed} <= set(asked)
+        assert max(asked.values()) == 1, asked.most_common(3)
+        calls.clear()
+        s.query("SELECT * FROM kpi_latency")
+        s.query("SELECT count(*) AS n FROM request_phases")
+    assert [c for c in calls if c[0] != "get_object"] == []
+
+
+def test_a_read_fetches_the_bytes_asked_for(s3, local):
+    """DuckDB reads the column chunks it planned through the dataset's filesystem: a read of
+    100 bytes in the middle of a file fetches those 100 bytes, not a read-ahead block to the
+    end of the file (a whole 50 MB block with s3fs's default)."""
+    url = upload(s3, local, "ranges.tq")
+    ds = RemoteDataset(url)
+    path = ds.table_files("tokens")[0]
+    size = ds.filesystem.size(path)
+    calls = store_calls(ds)
+    with ds.filesystem.open(path) as f:
+        f.seek(size // 2)
+        assert len(f.read(100)) == 100
+    assert [(m, r) for m, _, r in calls] == [("get_object", f"bytes={size // 2}-{size // 2 + 99}")]
 
 
 def test_the_connection_reads_only_the_listed_files(s3, local):

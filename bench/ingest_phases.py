@@ -92,10 +92,18 @@ def _install(keep: Path | None) -> None:
             mark(f"second pass: output {tbl}")
         _write(self, tbl, frame)
 
+    def marked_write_view(self: Any, tbl: str, con: Any, view: str) -> None:
+        nonlocal table
+        if _state["phase"].startswith("second pass") and tbl != table:
+            table = tbl
+            mark(f"second pass: output {tbl}")
+        _write_view(self, tbl, con, view)
+
     from traceq.writer import SourceWriter
 
-    _write = SourceWriter.write
+    _write, _write_view = SourceWriter.write, SourceWriter.write_view
     SourceWriter.write = marked_write  # type: ignore[method-assign,assignment]
+    SourceWriter.write_view = marked_write_view  # type: ignore[method-assign,assignment]
 
 
 def _wrap_second_pass(name: str, cm: Callable[..., Any]) -> Callable[..., Any]:

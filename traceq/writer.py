@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 import polars as pl
 import pyarrow.parquet as pq
 
@@ -18,6 +19,14 @@ from traceq.schema import NS, TABLES, conform
 
 if TYPE_CHECKING:
     from traceq.dataset import Dataset
+
+DUCKDB_TYPES = {pl.Int64(): "BIGINT", pl.Float64(): "DOUBLE", pl.String(): "VARCHAR"}
+DUCKDB_TYPES[pl.Boolean()] = "BOOLEAN"
+"""The DuckDB type of each schema dtype (traceq/schema.py), for `SourceWriter.write_view`."""
+
+VIEW_ROW_GROUP_ROWS = 1 << 16
+"""Rows of a row group of a staged file DuckDB writes (`write_view`): the Parquet writer holds
+one row group at a time, ~30 MB of `spans` rows with their JSON attributes."""
 
 
 class SourceWriter:
@@ -31,6 +40,7 @@ class SourceWriter:
         self._writers: dict[str, pq.ParquetWriter] = {}
         self._paths: dict[str, Path] = {}
         self.rows: dict[str, int] = {}
+        self._whole: set[str] = set()
         self.t_min: int | None = None
         self.t_max: int | None = None
         self.labels: dict[str, str] = {}
@@ -54,6 +64,63 @@ class SourceWriter:
             self._track_time(table, frame)
         self._append(table, frame)
 
+    def write_view(self, table: str, con: duckdb.DuckDBPyConnection, view: str) -> None:
+        """Append every row of DuckDB view `view` to schema table `table`, conformed to the
+        schema as `write` does (a column the view lacks is null, one the schema lacks is an
+        error; DuckDB's casts, which round a double cast to an integer).
+
+        A table not yet written is written whole by DuckDB itself, straight from the query
+        to the staged file: no batch passes through Python, and nothing can be appended to
+        it after. Streaming the 1 M-request OTel second pass's `spans` (2 M rows with their
+        JSON attributes) through Arrow, polars and pyarrow's writer had set the ingest's
+        peak, 1,194 MiB (docs/PERFORMANCE.md, "Ingest peak RSS with size"). A table already
+        started, and `quarantine` (which every step may add to), are appended in batches.
+        """
+        rel = con.table(view)
+        if table not in TABLES or table in self._paths or table == "quarantine":
+            for batch in rel.to_arrow_reader(VIEW_ROW_GROUP_ROWS):
+                self.write(table, pl.from_arrow(batch))  # type: ignore[arg-type]
+            return
+        extra = set(rel.columns) - {c.name for c in TABLES[table]}
+        if extra:
+            msg = f"table {table!r} has no column(s) {sorted(extra)}"
+            raise ValueError(msg)
+        fixed = {**self.labels, "source_id": self.source_id}
+        columns = [
+            (
+                duckdb.ConstantExpression(fixed[c.name])
+                if c.name in fixed
+                else duckdb.ColumnExpression(c.name)
+                if c.name in rel.columns
+                else duckdb.ConstantExpression(None)
+            )
+            .cast(DUCKDB_TYPES[c.dtype])
+            .alias(c.name)
+            for c in TABLES[table]
+        ]
+        path = self.scratch_path(table)
+        rel.select(*columns).write_parquet(
+            str(path), compression="zstd", row_group_size=VIEW_ROW_GROUP_ROWS
+        )
+        bounds = [
+            duckdb.FunctionExpression(f, duckdb.ColumnExpression(c.name))
+            for c in TABLES[table]
+            if c.unit == NS
+            for f in ("min", "max")
+        ]
+        rows, *values = (
+            con.read_parquet(str(path))
+            .aggregate([duckdb.FunctionExpression("count_star"), *bounds])
+            .fetchall()[0]
+        )
+        if not rows:  # as `write` of an empty frame: no file
+            path.unlink()
+            return
+        self._paths[table] = path
+        self._whole.add(table)
+        self.rows[table] = rows
+        self._widen(values[0::2], values[1::2])
+
     def write_scratch(self, name: str, frame: pl.DataFrame) -> None:
         """Append a batch to scratch table `name`: written as it is, never committed, read
         back by the ingester's second pass (`scratch_path`)."""
@@ -64,6 +131,9 @@ class SourceWriter:
             self._append(name, frame)
 
     def _append(self, table: str, frame: pl.DataFrame) -> None:
+        if table in self._whole:
+            msg = f"table {table!r} was written whole by write_view; nothing can follow it"
+            raise ValueError(msg)
         arrow = frame.to_arrow()
         if table not in self._writers:
             self._paths[table] = self.scratch_path(table)
@@ -80,9 +150,15 @@ class SourceWriter:
         bounds = frame.select(
             lo=pl.min_horizontal(pl.col(cols).min()), hi=pl.max_horizontal(pl.col(cols).max())
         ).row(0)
-        if bounds[0] is not None:
-            self.t_min = bounds[0] if self.t_min is None else min(self.t_min, bounds[0])
-            self.t_max = bounds[1] if self.t_max is None else max(self.t_max, bounds[1])
+        self._widen([bounds[0]], [bounds[1]])
+
+    def _widen(self, lows: Sequence[int | None], highs: Sequence[int | None]) -> None:
+        """Widen the source's time range (ns) to take in the non-null `lows` and `highs`."""
+        lo = min((v for v in lows if v is not None), default=None)
+        hi = max((v for v in highs if v is not None), default=None)
+        if lo is not None and hi is not None:
+            self.t_min = lo if self.t_min is None else min(self.t_min, lo)
+            self.t_max = hi if self.t_max is None else max(self.t_max, hi)
 
     def scratch_path(self, name: str) -> Path:
         return self.scratch / f"{name}.parquet"

@@ -55,10 +55,6 @@ _OUTPUTS = {
     "otel_bad_steps": "quarantine",
 }
 _STAGES = ("stage_spans", "stage_tokens", "stage_events")
-OUTPUT_BATCH_ROWS = 1 << 16
-"""Rows of a second-pass output held at a time on their way to the writer: a batch of `spans`
-rows with their JSON attributes is ~30 MB at 64 Ki (at 256 Ki the 1 M-request file's spans
-peaked 320 MiB higher; docs/PERFORMANCE.md, "Ingest memory at 1 M requests")."""
 
 
 def sniff(source: Source) -> str | None:
@@ -126,6 +122,4 @@ def _finalize(writer: SourceWriter, schemas: dict[str, pl.Schema]) -> None:
                 con.register(stage, empty[stage])
         con.execute(load("otel_finalize"))
         for view, table in _OUTPUTS.items():
-            reader = con.table(view).to_arrow_reader(OUTPUT_BATCH_ROWS)
-            for batch in reader:
-                writer.write(table, pl.from_arrow(batch))  # type: ignore[arg-type]
+            writer.write_view(table, con, view)

@@ -67,6 +67,8 @@ def test_a_view_is_written_as_write_would_write_its_rows(tmp_path: Path) -> None
         by_view.write_view("quarantine", con, "reasons")
         with pytest.raises(ValueError, match="no column"):
             by_view.write_view("spans", con, "unknown")
+        with pytest.raises(ValueError, match="no table 'span'"):  # a typo, even with no rows
+            by_view.write_view("span", con, "nothing")
         frame = con.sql(rows).pl()
     by_write.write("requests", frame)
     with pytest.raises(ValueError, match="written whole"):

@@ -118,7 +118,8 @@ def _remember_info(filesystem: Any) -> None:
     known: dict[str, Any] = {}
 
     async def remembered(path: str, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("refresh") or kwargs.get("version_id"):
+        # a refresh or a version (s3fs `version_id`, gcsfs `generation`): the store's answer
+        if any(v for k, v in kwargs.items() if k not in ("bucket", "key")):
             return await ask(path, *args, **kwargs)
         key = filesystem._strip_protocol(path)
         if key not in known:
@@ -138,10 +139,10 @@ def _exact_reads(filesystem: Any) -> None:
     bytes")."""
     open_file = filesystem.open
 
-    def exact(path: str, mode: str = "rb", **kwargs: Any) -> Any:
+    def exact(path: str, mode: str = "rb", *args: Any, **kwargs: Any) -> Any:
         if "r" in mode:
             kwargs.setdefault("cache_type", "none")
-        return open_file(path, mode, **kwargs)
+        return open_file(path, mode, *args, **kwargs)
 
     filesystem.open = exact
 

@@ -76,8 +76,11 @@ class SourceWriter:
         peak, 1,194 MiB (docs/PERFORMANCE.md, "Ingest peak RSS with size"). A table already
         started, and `quarantine` (which every step may add to), are appended in batches.
         """
+        if table not in TABLES:
+            msg = f"no table {table!r} in the schema (scratch tables: write_scratch)"
+            raise ValueError(msg)
         rel = con.table(view)
-        if table not in TABLES or table in self._paths or table == "quarantine":
+        if table in self._paths or table == "quarantine":
             for batch in rel.to_arrow_reader(VIEW_ROW_GROUP_ROWS):
                 self.write(table, pl.from_arrow(batch))  # type: ignore[arg-type]
             return

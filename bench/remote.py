@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.s3_helpers import moto_s3, upload  # noqa: E402
+from tests.s3_helpers import moto_s3, store_calls, upload  # noqa: E402
 from traceq import remote  # noqa: E402
 from traceq.session import Session  # noqa: E402
 
@@ -63,16 +63,9 @@ def main() -> None:
         url = upload(fs, args.dataset, "bench.tq")
         time.sleep(11)
         for _ in range(args.repeat):
-            calls: list[tuple[str, str | None]] = []
             t = time.perf_counter()
             ds = remote.RemoteDataset(url)
-            call = ds.filesystem._call_s3
-
-            async def counted(method, *a, _call=call, _calls=calls, **k):
-                _calls.append((method, k.get("Range")))
-                return await _call(method, *a, **k)
-
-            ds.filesystem._call_s3 = counted
+            calls = store_calls(ds)
             there = Session(ds)
             row("open", time.perf_counter() - t, _local(args.dataset, None), calls, size)
             for name, step in steps.items():
@@ -93,9 +86,9 @@ def _local(dataset: Path, step) -> float:
 
 
 def row(name: str, seconds: float, local: float, calls: list, size: int) -> None:
-    asked = Counter(method for method, _ in calls)
+    asked = Counter(method for method, _, _ in calls)
     fetched = 0
-    for _, r in calls:
+    for _, _, r in calls:
         if r:
             lo, hi = r.split("=", 1)[1].split("-")
             fetched += int(hi) - int(lo) + 1

@@ -1,6 +1,7 @@
 """An S3 endpoint for tests: moto's S3 server on a free localhost port, reached by the real
 S3 client (s3fs) through the usual AWS variables, and a dataset folder copied into it as
-docs/SCALE.md says (files first, the manifest last)."""
+docs/SCALE.md says (files first, the manifest last); and a log of the requests a dataset's
+filesystem makes to it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import s3fs
 from moto.server import ThreadedMotoServer
 
 from traceq.dataset import MANIFEST
+from traceq.remote import RemoteDataset
 
 BUCKET = "traces"
 
@@ -56,3 +58,17 @@ def upload(fs: s3fs.S3FileSystem, local: Path, key: str) -> str:
     fs.put_file(str(local / MANIFEST), f"{BUCKET}/{key}/{MANIFEST}")
     fs.invalidate_cache()
     return f"s3://{BUCKET}/{key}"
+
+
+def store_calls(ds: RemoteDataset) -> list[tuple[str, str, str | None]]:
+    """(method, key, byte range) of each request `ds` makes to the store from now on, e.g.
+    `("get_object", "run.tq/tokens/...", "bytes=0-99")`."""
+    calls: list[tuple[str, str, str | None]] = []
+    call = ds.filesystem._call_s3
+
+    async def counted(method, *args, **kwargs):
+        calls.append((method, kwargs.get("Key"), kwargs.get("Range")))
+        return await call(method, *args, **kwargs)
+
+    ds.filesystem._call_s3 = counted
+    return calls

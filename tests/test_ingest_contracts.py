@@ -57,7 +57,7 @@ def test_a_view_is_written_as_write_would_write_its_rows(tmp_path: Path) -> None
         "AS t(request_id, view, instance, t_arrival, t_last_token, output_tokens)"
     )
     with second_pass(by_view) as con:
-        con.execute(f"CREATE VIEW requests_out AS {rows}")
+        con.sql(rows).create_view("requests_out")
         con.execute("CREATE VIEW nothing AS SELECT request_id FROM requests_out WHERE false")
         con.execute("CREATE VIEW reasons AS SELECT 'line 1' AS location, 'why' AS reason")
         con.execute("CREATE VIEW unknown AS SELECT 1 AS no_such_column")

@@ -16,7 +16,7 @@ from polars.testing import assert_frame_equal
 
 import traceq
 from tests.playbook_helpers import SAMPLES, ingest_folder
-from tests.s3_helpers import moto_s3, upload
+from tests.s3_helpers import moto_s3, store_calls, upload
 from traceq.cli import cli
 from traceq.dataset import MANIFEST, DatasetError, listed_files
 from traceq.remote import RemoteDataset
@@ -76,19 +76,6 @@ def test_diagnose_report_and_sql_take_the_url(s3, local, tmp_path):
     sql = runner.invoke(cli, ["sql", url, "SELECT count(*) AS n FROM requests", "--format", "csv"])
     assert sql.exit_code == 0, sql.output
     assert sql.output.split() == ["n", str(requests(local))]
-
-
-def store_calls(ds: RemoteDataset) -> list[tuple[str, str, str | None]]:
-    """(method, key, byte range) of each request `ds` makes to the store from now on."""
-    calls: list[tuple[str, str, str | None]] = []
-    call = ds.filesystem._call_s3
-
-    async def counted(method, *args, **kwargs):
-        calls.append((method, kwargs.get("Key"), kwargs.get("Range")))
-        return await call(method, *args, **kwargs)
-
-    ds.filesystem._call_s3 = counted
-    return calls
 
 
 def test_a_session_asks_for_each_file_once(s3, local):

@@ -20,8 +20,12 @@ from traceq.schema import NS, TABLES, conform
 if TYPE_CHECKING:
     from traceq.dataset import Dataset
 
-DUCKDB_TYPES = {pl.Int64(): "BIGINT", pl.Float64(): "DOUBLE", pl.String(): "VARCHAR"}
-DUCKDB_TYPES[pl.Boolean()] = "BOOLEAN"
+DUCKDB_TYPES = {
+    pl.Int64(): "BIGINT",
+    pl.Float64(): "DOUBLE",
+    pl.String(): "VARCHAR",
+    pl.Boolean(): "BOOLEAN",
+}
 """The DuckDB type of each schema dtype (traceq/schema.py), for `SourceWriter.write_view`."""
 
 VIEW_ROW_GROUP_ROWS = 1 << 16

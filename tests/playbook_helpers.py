@@ -40,4 +40,10 @@ def run(dataset: Path | Dataset) -> Diagnosis:
 
 
 def failing(d: Diagnosis) -> dict[str, object]:
+    """The failing findings: the incidents' roots."""
     return {f.id: f for f in d.findings if f.status == "fail"}
+
+
+def found(d: Diagnosis) -> dict[str, object]:
+    """Every finding whose symptom holds: roots (`fail`) and consequences (`warn`)."""
+    return {f.id: f for f in d.findings if f.status in ("fail", "warn")}

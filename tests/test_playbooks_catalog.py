@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.playbook_helpers import failing, ingest_folder, run, synth_dataset
+from tests.playbook_helpers import failing, found, ingest_folder, run, synth_dataset
 from traceq.playbooks import load_catalog
+from traceq.playbooks.graph import check
+from traceq.playbooks.words import duration_ms
 from traceq.synth import generate
 
-# scenario → {playbook that must fire: cause that must rank first}
+# scenario → {playbook that must find it (fail as a root, or warn as a consequence): cause
+# that must rank first}
 FIRES = {
     "long-output-tail": {"long-request-tail": "long-outputs"},
     "client-jitter": {"tbt-jitter": "client-only"},
@@ -26,6 +29,21 @@ FIRES = {
     "fixed-length": {"unrealistic-load": None},
     "errors": {"error-rate": "timeouts"},
     "low-prefix-reuse": {"ttft-prefill": "prefix-cache-off"},
+}
+
+# scenario → the root of its first incident (the injected fault, first)
+ROOT = {
+    "long-output-tail": "long-request-tail",
+    "client-jitter": "tbt-jitter",
+    "prefill-interference": "prefill-interference",
+    "kv-pressure": "kv-pressure",
+    "queue-overload": "ttft-queueing",
+    "slow-tokenizer": "tokenizer-overhead",
+    "warm-up-skew": "warm-up-skew",
+    "gpu-throttle": "slow-decode",
+    "fixed-length": "unrealistic-load",
+    "errors": "error-rate",
+    "low-prefix-reuse": "ttft-prefill",
 }
 
 # playbook → scenarios where it must stay quiet (besides healthy, where all must)
@@ -65,14 +83,26 @@ def test_every_playbook_has_a_fires_and_a_quiet_case():
     [(s, p, c) for s, expected in FIRES.items() for p, c in expected.items()],  # type: ignore[attr-defined]
 )
 def test_fires(samples, scenario, playbook, cause):
-    found = failing(samples[scenario])
-    assert playbook in found, f"{playbook} did not fire on {scenario}"
-    finding = found[playbook]
+    seen = found(samples[scenario])
+    assert playbook in seen, f"{playbook} did not fire on {scenario}"
+    finding = seen[playbook]
     assert finding.windows and finding.windows[0]["start"] < finding.windows[0]["end"]
     assert finding.message and "n/a" not in finding.message.split(";")[0]
     if cause:
         assert finding.causes[0].id == cause, [(c.id, c.strength) for c in finding.causes]
         assert finding.causes[0].status == "confirmed"
+
+
+@pytest.mark.parametrize(("scenario", "root"), list(ROOT.items()))
+def test_the_first_incident_is_the_injected_fault(samples, scenario, root):
+    """The root comes first, and fails alone: every other finding it explains is a `warn`
+    naming it, and no other playbook fails beside it."""
+    d = samples[scenario]
+    assert d.incidents and d.incidents[0].root == root, [i.root for i in d.incidents]
+    assert list(failing(d)) == [root], [(f.id, f.status) for f in d.findings]
+    for f in d.findings:
+        if f.status == "warn":
+            assert f.see == root and f.id in d.incidents[0].consequences
 
 
 @pytest.mark.parametrize(
@@ -112,24 +142,14 @@ def test_consequences_of_another_finding_are_secondary(samples):
     by_id = {f.id: f for f in samples["kv-pressure"].findings}
     assert by_id["kv-pressure"].status == "fail"
     for pid in ("slow-decode", "ttft-queueing"):
-        assert by_id[pid].status == "warn" and "secondary: see kv-pressure" in by_id[pid].message
+        assert (by_id[pid].status, by_id[pid].see) == ("warn", "kv-pressure")
     assert by_id["warm-up-skew"].status == "pass"
     warm = {f.id: f for f in samples["warm-up-skew"].findings}
     assert warm["slow-decode"].status == "warn" and warm["warm-up-skew"].status == "fail"
 
 
-def test_secondary_links_never_form_a_cycle():
-    """`see` makes a finding the consequence of another; two findings pointing at each other
-    would both turn into warns and hide the root."""
-    links = {p.id: {c.see for c in p.causes if c.see} for p in load_catalog().playbooks}
-    for start in links:
-        seen, todo = set(), list(links[start])
-        while todo:
-            pid = todo.pop()
-            assert pid != start, f"{start} reaches itself through see: links"
-            if pid not in seen:
-                seen.add(pid)
-                todo += links.get(pid, ())
+def test_the_catalogues_explains_edges_name_real_playbooks_and_form_no_cycle():
+    assert check(load_catalog().playbooks) == []
 
 
 def test_slow_decode_in_prefill_bursts_names_the_prefill_load(samples):
@@ -150,7 +170,8 @@ def test_slow_decode_floor_is_weights_plus_the_batchs_kv_plus_usual_prefill(samp
     kv_ms = w["batch"] * w["ctx"] * 131072 / 3350e9 * 1000  # figures are means over windows
     assert w["kv_ms"] == pytest.approx(kv_ms, rel=0.05) and w["kv_ms"] > 0
     assert w["floor_ms"] > w["weights_ms"] + w["kv_ms"] > w["weights_ms"] > 4.7
-    assert f"weights {w['weights_ms']:.1f} ms + KV cache {w['kv_ms']:.1f} ms" in finding.message
+    weights, kv = duration_ms(w["weights_ms"]), duration_ms(w["kv_ms"])
+    assert f"weights {weights} + KV cache {kv}" in finding.message
 
 
 # A mild fault confined to one minute of an otherwise healthy run fires there: every window

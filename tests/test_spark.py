@@ -22,8 +22,9 @@ from tests.playbook_helpers import synth_dataset
 from tests.s3_helpers import moto_s3, upload
 from traceq.db import VIEW_FILES
 from traceq.playbooks import load_catalog
-from traceq.playbooks.engine import bind, run_playbook
-from traceq.playbooks.executor import materialise_rollups
+from traceq.playbooks.engine import run_playbook
+from traceq.playbooks.rollups import materialise_rollups
+from traceq.playbooks.values import bind
 from traceq.schema import TABLES
 from traceq.session import QueryError, Session
 from traceq.spark import SparkExecutor, asof, view_sql

@@ -1,7 +1,7 @@
 """`traceq diagnose`, `traceq explain` and `traceq playbooks list|lint`: the playbook engine
 on the command line (traceq/playbooks/; renderers in traceq/playbooks/render.py).
 
-Exit codes: 0 when no finding at or above `--fail-on` fails, 1 when one does, 2 on usage,
+Exit codes: 0 when no incident at or above `--fail-on` is found, 1 when one is, 2 on usage,
 config or input errors (a playbook that errors is reported, not an input error).
 """
 
@@ -17,7 +17,7 @@ import orjson
 
 from traceq.cli_sql import MEMORY_LIMIT
 from traceq.cliutil import Failure, typed
-from traceq.findings import SEVERITIES, severity_rank
+from traceq.findings import SEVERITIES
 from traceq.playbooks import Options, diagnose, load_catalog, load_dir
 from traceq.playbooks.loader import LoadReport, builtin_dir
 from traceq.playbooks.render import render_explain, render_markdown, render_text
@@ -99,7 +99,7 @@ def _overrides(
 @click.option("--format", "out_format", type=click.Choice(["text", "json", "markdown"]),
               default=None, help="Output format [default: text].")  # fmt: skip
 @click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
-              help="Exit 1 when a finding this severe or worse fails [default: info].")  # fmt: skip
+              help="Exit 1 on an incident this severe or worse [default: info].")  # fmt: skip
 @click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb",
               help="Query engine: DuckDB on this machine, or Spark (local mode, or the "
               "cluster of SPARK_REMOTE / spark-submit; docs/SCALE.md).")  # fmt: skip
@@ -151,8 +151,7 @@ def diagnose_cmd(
         click.echo(render_markdown(result), nl=False)
     else:
         click.echo(render_text(result, verbose=verbose), nl=False)
-    threshold = severity_rank(fail_on)
-    if any(f.failed and severity_rank(f.severity) >= threshold for f in result.findings):
+    if result.failing(fail_on):
         raise FindingsFailed
 
 
@@ -205,7 +204,8 @@ def lint_cmd(directory: str | None) -> None:
     query bound against the real views. Exit 1 when any issue is found."""
     from traceq.playbooks.lint import lint
 
-    report = load_dir(directory or builtin_dir())
+    builtin = load_dir(builtin_dir())
+    report = load_dir(directory, beside=builtin.playbooks) if directory else builtin
     issues = lint(report)
     for issue in issues:
         click.echo(str(issue))

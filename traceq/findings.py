@@ -73,6 +73,8 @@ class Finding:
     params: dict[str, Any] = field(default_factory=dict)
     dataset_hash: str = ""
     elapsed_s: float = 0.0
+    see: str = ""
+    """For a consequence (`warn`): the root playbook of its incident."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,8 +92,43 @@ class Finding:
 
 
 @dataclass
+class Incident:
+    """One root cause in one time window, with its consequences and impact
+    (traceq/playbooks/incidents.py builds them; docs/PLAYBOOKS.md documents the fields)."""
+
+    root: str
+    """The root finding's playbook id."""
+    root_cause: str | None
+    """The root's top confirmed cause id, or None when no checked cause was confirmed."""
+    title: str
+    severity: Severity
+    """Set by the impact (requests that missed an SLO or failed, latency inside vs outside)."""
+    start: str
+    end: str
+    """The window, ISO 8601 UTC."""
+    headline: str
+    summary: str
+    """One plain paragraph: what, when, how bad, why, what to do."""
+    consequences: list[str] = field(default_factory=list)
+    requests_affected: int = 0
+    """Requests that arrived inside the window."""
+    confidence: float = 0.0
+    alternatives: list[dict[str, str]] = field(default_factory=list)
+    """Causes and playbooks ruled out: `{"id", "why"}`."""
+    impact: dict[str, Any] = field(default_factory=dict)
+    fix: str = ""
+    start_ns: int = 0
+    end_ns: int = 0
+
+
+SCHEMA_VERSION = 2
+"""Of `Diagnosis.to_dict()` (`traceq diagnose --format json`): 2 added `incidents`."""
+
+
+@dataclass
 class Diagnosis:
-    """All findings of one `diagnose` run, with what it ran on."""
+    """All findings of one `diagnose` run, with what it ran on, and the incidents they make
+    (most impact first)."""
 
     findings: list[Finding]
     dataset: str
@@ -100,15 +137,26 @@ class Diagnosis:
     started_at: str
     elapsed_s: float
     time_range: dict[str, int | None] = field(default_factory=dict)
+    incidents: list[Incident] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"schema_version": SCHEMA_VERSION, **asdict(self)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Diagnosis:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         known["findings"] = [Finding.from_dict(f) for f in data.get("findings", [])]
+        fields = Incident.__dataclass_fields__
+        known["incidents"] = [
+            Incident(**{k: v for k, v in i.items() if k in fields})
+            for i in data.get("incidents", [])
+        ]
         return cls(**known)
+
+    def failing(self, threshold: str = "info") -> list[Incident]:
+        """The incidents at or above `threshold` severity (what `--fail-on` exits 1 on)."""
+        rank = severity_rank(threshold)
+        return [i for i in self.incidents if severity_rank(i.severity) >= rank]
 
 
 def severity_rank(severity: str) -> int:

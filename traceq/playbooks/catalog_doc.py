@@ -11,13 +11,18 @@ END = "<!-- end of catalogue -->"
 
 
 def render() -> str:
-    out = [BEGIN, "", "| id | severity | symptom | causes checked (each a query) | parameters |"]
-    out.append("|---|---|---|---|---|")
+    out = [
+        BEGIN,
+        "",
+        "| id | severity | symptom | causes checked (each a query) | explains | parameters |",
+        "|---|---|---|---|---|---|",
+    ]
     for pb in sorted(load_catalog().playbooks, key=lambda p: p.id):
         what = " ".join(pb.doc.get("what", "").split())
         causes = "; ".join(f"`{c.id}`" for c in pb.causes)
         params = ", ".join(f"`{p.name}`={p.default} {p.unit}" for p in pb.params.values())
-        out.append(f"| `{pb.id}` | {pb.severity} | {what} | {causes} | {params} |")
+        explains = ", ".join(f"`{e.playbook}`" for e in pb.explains)
+        out.append(f"| `{pb.id}` | {pb.severity} | {what} | {causes} | {explains} | {params} |")
     return "\n".join([*out, "", END])
 
 

@@ -15,6 +15,9 @@ still run):
    says what would decide it;
 5. evidence queries (bounded tables) and example requests.
 
+Then the findings become incidents (traceq/playbooks/incidents.py): one root each, its
+consequences `warn`, ordered by impact.
+
 Parameters bind as DuckDB `$name` values: defaults from the file, overridden per playbook.
 Queries go through an executor (traceq/playbooks/executor.py): a DuckDB `Session`, or Spark.
 """
@@ -22,22 +25,21 @@ Queries go through an executor (traceq/playbooks/executor.py): a DuckDB `Session
 from __future__ import annotations
 
 import hashlib
-import string
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-import polars as pl
-
 from traceq.findings import Cause, Diagnosis, Evidence, Finding, severity_rank
-from traceq.playbooks import steps
-from traceq.playbooks.executor import Executor, materialise_rollups
-from traceq.playbooks.model import PARAM_REF, CauseSpec, Playbook, Requirement
+from traceq.playbooks import incidents, steps
+from traceq.playbooks.executor import Executor
+from traceq.playbooks.model import CauseSpec, Playbook, Requirement
+from traceq.playbooks.rollups import materialise_rollups
 from traceq.playbooks.steps import run_query
+from traceq.playbooks.values import bind, plain_row, plain_rows
 from traceq.playbooks.windows import merge_windows
+from traceq.playbooks.words import fmt
 from traceq.session import QueryError
 
 STATUS_ORDER = {"fail": 0, "warn": 1, "error": 2, "not_applicable": 3, "pass": 4}
@@ -80,8 +82,17 @@ def diagnose(
             if rollup_error and finding.status == "error":
                 finding.message += f" (rollups failed first: {rollup_error})"
             findings.append(finding)
-    mark_secondary(findings)
-    findings.sort(key=lambda f: (STATUS_ORDER[f.status], -severity_rank(f.severity), f.id))
+        with steps.playbook("incidents"):
+            grouped = incidents.build(session, findings, playbooks)
+    rank = {i.root: n for n, i in enumerate(grouped)}
+    findings.sort(
+        key=lambda f: (
+            STATUS_ORDER[f.status],
+            rank.get(f.id, len(rank)),
+            -severity_rank(f.severity),
+            f.id,
+        )
+    )
     return Diagnosis(
         findings=findings,
         dataset=str(session.dataset.root),
@@ -90,32 +101,8 @@ def diagnose(
         started_at=started_at,
         elapsed_s=round(time.perf_counter() - t0, 3),
         time_range=_time_range(session),
+        incidents=grouped,
     )
-
-
-def mark_secondary(findings: list[Finding]) -> None:
-    """A failing finding with a confirmed cause that is another playbook's finding, failing
-    in an overlapping window, becomes `warn`: a consequence, with the root named (slow
-    decode steps during a KV-pressure window are the preemptions' recompute). Roots are
-    taken from the findings as they failed, so two findings cannot demote each other."""
-    failing = {f.id: f for f in findings if f.status == "fail"}
-    demote = []
-    for f in failing.values():
-        roots = [
-            failing[c.see]
-            for c in f.causes
-            if c.status == "confirmed" and c.see in failing and c.see != f.id
-        ]
-        root = next((r for r in roots if _overlap(f.windows, r.windows)), None)
-        if root is not None:
-            demote.append((f, root.id))
-    for f, root_id in demote:
-        f.status = "warn"
-        f.message += f" (secondary: see {root_id})"
-
-
-def _overlap(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
-    return any(x["start"] < y["end"] and y["start"] < x["end"] for x in a for y in b)
 
 
 def run_playbook(
@@ -166,8 +153,10 @@ def _run(
     f.windows = sorted(kept, key=lambda w: w["start"])
     at = {**params, "start": worst["start"], "end": worst["end"]}
     figures = next(w for w in kept if w["start"] == worst["start"])
+    figures["worst"] = True
     f.status = "fail"
-    more = f" (+{len(incidents) - 1} more window(s))" if len(incidents) > 1 else ""
+    others = len(incidents) - 1
+    more = f" (+{others} more window{'s' if others > 1 else ''})" if others else ""
     f.message = fmt(pb.message, {**params, **figures}) + more
     f.causes = rank_causes([check_cause(session, c, at) for c in pb.causes])
     confirmed_fixes = [x for c in pb.causes for x in c.fixes if _confirmed(f.causes, c.id)]
@@ -203,7 +192,7 @@ def unmet_requirements(
 
 def check_cause(session: Executor, spec: CauseSpec, at: dict[str, Any]) -> Cause:
     """Run one cause's confirming check on the worst incident."""
-    cause = Cause(id=spec.id, title=spec.title, status="not_confirmed", see=spec.see)
+    cause = Cause(id=spec.id, title=spec.title, status="not_confirmed")
     try:
         unmet = unmet_requirements(session, spec.requires, at, f"cause {spec.id} requires")
         if unmet:
@@ -235,21 +224,8 @@ def _confirmed(causes: list[Cause], cid: str) -> bool:
     return any(c.id == cid and c.status == "confirmed" for c in causes)
 
 
-def bind(sql: str, values: dict[str, Any]) -> dict[str, Any]:
-    """The values of the `$name` parameters `sql` uses (DuckDB refuses unused ones)."""
-    return {name: values[name] for name in dict.fromkeys(PARAM_REF.findall(sql))}
-
-
 def _row(session: Executor, step: str, sql: str, values: dict[str, Any]) -> dict[str, Any]:
-    frame = run_query(session, step, sql, bind(sql, values)).frame
-    return {k: _plain_value(v) for k, v in frame.row(0, named=True).items()} if frame.height else {}
-
-
-def _plain_value(v: Any) -> Any:
-    """JSON-ready: DuckDB's DECIMAL sums become floats, floats are rounded for reading."""
-    if isinstance(v, Decimal):
-        v = float(v)
-    return round(v, 4) if isinstance(v, float) else v
+    return plain_row(run_query(session, step, sql, bind(sql, values)).frame)
 
 
 def _evidence(
@@ -261,38 +237,9 @@ def _evidence(
         title=title,
         sql=sql.strip(),
         columns=results.columns,
-        rows=_plain(results.frame),
+        rows=plain_rows(results.frame),
         truncated=results.truncated,
     )
-
-
-def _plain(frame: pl.DataFrame) -> list[dict[str, Any]]:
-    """Rows as JSON-ready dicts (floats rounded for reading)."""
-    return [{k: _plain_value(v) for k, v in row.items()} for row in frame.to_dicts()]
-
-
-class _Formatter(string.Formatter):
-    """str.format that prints `n/a` for a missing or null figure instead of failing."""
-
-    def get_value(self, key: Any, args: Any, kwargs: Any) -> Any:
-        return kwargs.get(key) if isinstance(key, str) else super().get_value(key, args, kwargs)
-
-    def format_field(self, value: Any, format_spec: str) -> str:
-        if value is None:
-            return "n/a"
-        try:
-            return super().format_field(value, format_spec)
-        except (ValueError, TypeError):
-            return str(value)
-
-
-def fmt(template: str, values: dict[str, Any]) -> str:
-    """Fill a message template with figures.
-
-    >>> fmt("p99 {p99:.0f} ms, {share:.0%} queued, {gone:.1f}", {"p99": 812.4, "share": 0.73})
-    'p99 812 ms, 73% queued, n/a'
-    """
-    return _Formatter().format(template.strip(), **values)
 
 
 def _when(start: int, end: int) -> dict[str, Any]:

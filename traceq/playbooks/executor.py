@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import polars as pl
 
 from traceq.remote import AnyDataset
-from traceq.session import Results, Session
+from traceq.session import Results
 
 
 class Executor(Protocol):
@@ -34,13 +34,3 @@ class Executor(Protocol):
         row_cap: int | None = None,
         time_limit_s: float | None = None,
     ) -> Results: ...
-
-
-def materialise_rollups(executor: Executor) -> dict[str, float]:
-    """Compute the shared rollups once per run: Parquet files and views for a `Session`
-    (traceq/playbooks/rollups.py), the executor's own `materialise` otherwise."""
-    if isinstance(executor, Session):
-        from traceq.playbooks.rollups import materialise
-
-        return materialise(executor)
-    return executor.materialise()  # type: ignore[attr-defined, no-any-return]

@@ -12,10 +12,11 @@ import tempfile
 from pathlib import Path
 
 from traceq.dataset import Dataset
-from traceq.playbooks.engine import bind
+from traceq.playbooks.keys import line_of
 from traceq.playbooks.loader import LoadReport
 from traceq.playbooks.model import Issue, Playbook
 from traceq.playbooks.rollups import materialise
+from traceq.playbooks.values import bind
 from traceq.session import QueryError, Session
 
 MIN_REASON_CHARS = 20
@@ -34,9 +35,11 @@ def house_rules(pb: Playbook) -> list[Issue]:
     out = []
     for p in pb.params.values():
         if len(p.reason.strip()) < MIN_REASON_CHARS:
-            out.append(Issue(pb.source, f"params.{p.name}.reason", "say why this default"))
+            where = f"params.{p.name}.reason"
+            out.append(Issue(pb.source, where, "say why this default", line_of(pb.lines, where)))
     if not any("seed" in r for r in pb.references):
-        out.append(Issue(pb.source, "references", "cite at least one seed section"))
+        where = "references"
+        out.append(Issue(pb.source, where, "cite at least one seed section", pb.lines.get(where)))
     return out
 
 
@@ -48,7 +51,7 @@ def bind_all(playbooks: list[Playbook]) -> list[Issue]:
         with Session(ds) as session:
             materialise(session)
             for pb in playbooks:
-                values = {**pb.defaults(), "start": 0, "end": 1}
+                values = {**pb.defaults(), "start": 0, "end": 1, "root_start": 0, "root_end": 1}
                 for where, sql in pb.queries():
                     if not sql:
                         continue
@@ -56,5 +59,5 @@ def bind_all(playbooks: list[Playbook]) -> list[Issue]:
                         session.query(sql, bind(sql, values))
                     except (QueryError, KeyError) as exc:
                         message = " ".join(str(exc).split())[:300]
-                        issues.append(Issue(pb.source, where, message))
+                        issues.append(Issue(pb.source, where, message, line_of(pb.lines, where)))
     return issues

@@ -1,4 +1,6 @@
-"""Find and load playbook files: `yaml.safe_load`, then the schema check of `model.py`.
+"""Find and load playbook files: `yaml.safe_load`, the keys the schema knows (`keys.py`, with
+lines), the schema check of `model.py`, then the `explains:` graph of the whole catalogue
+(`graph.py`: unknown playbooks, cycles).
 
 The built-in catalogue ships inside the package (`traceq/playbooks/catalog/`, which the
 top-level `playbooks/` of a source checkout links to), so a pip-installed traceq finds it.
@@ -18,6 +20,8 @@ from pathlib import Path
 
 import yaml
 
+from traceq.playbooks import graph
+from traceq.playbooks.keys import field_lines, line_of, unknown_keys
 from traceq.playbooks.model import Issue, Playbook
 
 
@@ -35,8 +39,12 @@ def builtin_dir() -> Path:
     return Path(str(resources.files("traceq.playbooks").joinpath("catalog")))
 
 
-def load_dir(directory: str | os.PathLike[str]) -> LoadReport:
-    """Every `*.yaml` / `*.yml` under `directory`, validated; issues for every bad file."""
+def load_dir(
+    directory: str | os.PathLike[str], *, beside: list[Playbook] | None = None
+) -> LoadReport:
+    """Every `*.yaml` / `*.yml` under `directory`, validated; issues for every bad file.
+    Its `explains:` edges are checked against its own playbooks and those `beside` it (the
+    built-in ones, for a directory of extra playbooks) that it does not replace."""
     root = Path(directory)
     report = LoadReport()
     if not root.is_dir():
@@ -54,22 +62,34 @@ def load_dir(directory: str | os.PathLike[str]) -> LoadReport:
                 Issue(pb.source, "id", f"{pb.id!r} is also defined in {seen[pb.id]}")
             )
         seen.setdefault(pb.id, pb.source)
+    ids = {p.id for p in report.playbooks}
+    context = [p for p in beside or [] if p.id not in ids]
+    sources = {p.source for p in report.playbooks}
+    issues = graph.check(report.playbooks + context, prefer=sources)
+    report.issues += [i for i in issues if i.file in sources]
     return report
 
 
 def load_file(path: Path, report: LoadReport) -> None:
     """Parse one file safely and add its playbook or its issues to `report`."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
     except (yaml.YAMLError, UnicodeDecodeError, OSError) as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         where = f"line {line + 1}" if line is not None else "(file)"
         message = " ".join(str(exc).split())
         report.issues.append(Issue(str(path), where, f"not valid YAML: {message}"))
         return
+    lines = field_lines(node)
     pb, issues = Playbook.from_dict(data, source=str(path))
-    report.issues += issues
-    if pb is not None:
+    unknown = unknown_keys(node, str(path))
+    report.issues += unknown + [
+        Issue(i.file, i.field, i.message, i.line or line_of(lines, i.field)) for i in issues
+    ]
+    if pb is not None and not unknown:
+        pb.lines.update(lines)
         report.playbooks.append(pb)
 
 
@@ -78,7 +98,7 @@ def load_catalog(extra: str | os.PathLike[str] | None = None) -> LoadReport:
     report = load_dir(builtin_dir())
     if extra is None:
         return report
-    more = load_dir(extra)
+    more = load_dir(extra, beside=report.playbooks)
     ids = {p.id for p in more.playbooks}
     report.playbooks = [p for p in report.playbooks if p.id not in ids] + more.playbooks
     report.issues += more.issues

@@ -21,8 +21,9 @@ SCHEMA_VERSION = 1
 ID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 PARAM_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 PARAM_REF = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-BUILTINS = ("start", "end")
-"""Bound by the engine: the window (ns) of the incident being explained."""
+BUILTINS = ("start", "end", "root_start", "root_end")
+"""Bound by the engine: the window (ns) being explained; in an `explains` check, the
+consequence's window (`start`, `end`) and the root's (`root_start`, `root_end`)."""
 DOC_SECTIONS = ("what", "why")
 
 
@@ -33,9 +34,11 @@ class Issue:
     file: str
     field: str
     message: str
+    line: int | None = None
 
     def __str__(self) -> str:
-        return f"{self.file}: {self.field}: {self.message}"
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.field}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -96,9 +99,21 @@ class CauseSpec:
     confirm_at: float = 0.5
     requires: tuple[Requirement, ...] = ()
     fixes: tuple[str, ...] = ()
-    see: str = ""
-    """Another playbook this cause is the finding of: when it is the top confirmed cause and
-    that playbook fails in an overlapping window, this finding is secondary (`warn`)."""
+
+
+@dataclass(frozen=True)
+class Edge:
+    """`explains:` in a root playbook: when this playbook fails, `playbook` failing in an
+    overlapping window is its consequence if the mechanism holds there, checked in the
+    consequence's worst window: one of the consequence's own causes (`via`) is confirmed, or
+    `sql` (with `$start` / `$end` the consequence's window, `$root_start` / `$root_end` the
+    root's) returns a `strength` of at least `confirm_at`."""
+
+    playbook: str
+    mechanism: str
+    via: tuple[str, ...] = ()
+    sql: str = ""
+    confirm_at: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -120,8 +135,11 @@ class Playbook:
     false_positives: tuple[str, ...]
     references: tuple[str, ...]
     tags: tuple[str, ...] = ()
+    explains: tuple[Edge, ...] = ()
     source: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    """Field path → line in `source` (traceq/playbooks/keys.py), for issues found later."""
 
     def defaults(self) -> dict[str, Any]:
         return {name: p.default for name, p in self.params.items()}
@@ -134,6 +152,7 @@ class Playbook:
             out += [(f"causes.{c.id}.requires[{i}].sql", r.sql) for i, r in enumerate(c.requires)]
             out.append((f"causes.{c.id}.sql", c.sql))
         out += [(f"evidence.{e.id}.sql", e.sql) for e in self.evidence]
+        out += [(f"explains[{i}].sql", e.sql) for i, e in enumerate(self.explains) if e.sql]
         if self.examples_sql:
             out.append(("examples.sql", self.examples_sql))
         return out
@@ -177,6 +196,7 @@ class Playbook:
             false_positives=v.strings(d, "false_positives", required=True),
             references=v.strings(d, "references", required=True),
             tags=v.strings(d, "tags"),
+            explains=v.edges(d.get("explains")),
             source=source,
             raw=d,
         )
@@ -342,7 +362,42 @@ class _Validator:
                         c.get("requires"), f"{here}.requires", required=False
                     ),
                     fixes=tuple(str(x) for x in fixes) if isinstance(fixes, list) else (),
-                    see=str(c.get("see") or ""),
+                )
+            )
+        return tuple(out)
+
+    def edges(self, value: Any) -> tuple[Edge, ...]:
+        """`explains:` entries: {playbook, mechanism, via | sql, confirm_at}."""
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            self.add("explains", "must be a list of {playbook, mechanism, via or sql}")
+            return ()
+        out = []
+        for i, e in enumerate(value):
+            here = f"explains[{i}]"
+            if not isinstance(e, dict):
+                self.add(here, "must be a mapping {playbook, mechanism, via or sql}")
+                continue
+            via = e.get("via") or []
+            via = [via] if isinstance(via, str) else via
+            if not isinstance(via, list) or not all(isinstance(x, str) for x in via):
+                self.add(f"{here}.via", "must be a cause id or a list of cause ids")
+                via = []
+            sql = str(e.get("sql") or "")
+            if bool(via) == bool(sql.strip()):
+                self.add(here, "needs one check: `via` (the consequence's causes) or `sql`")
+            confirm = e.get("confirm_at", 0.5)
+            if not isinstance(confirm, int | float) or not 0 <= confirm <= 1:
+                self.add(f"{here}.confirm_at", "must be a number 0-1")
+                confirm = 0.5
+            out.append(
+                Edge(
+                    playbook=self.text(e, "playbook", f"{here}.playbook") or "",
+                    mechanism=self.text(e, "mechanism", f"{here}.mechanism") or "",
+                    via=tuple(via),
+                    sql=sql,
+                    confirm_at=float(confirm),
                 )
             )
         return tuple(out)

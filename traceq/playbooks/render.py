@@ -10,8 +10,10 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
-from traceq.findings import Diagnosis, Finding
+from traceq.findings import Diagnosis, Finding, Incident
 from traceq.playbooks.model import Param, Playbook
+from traceq.playbooks.story import impact_sentence
+from traceq.playbooks.words import duration_ms
 
 LABEL = {
     "fail": "FAIL",
@@ -29,63 +31,99 @@ def _clock(ns: int | None) -> str:
 
 
 def _window(w: dict[str, Any]) -> str:
-    return f"{_clock(w.get('start'))} → {_clock(w.get('end'))} UTC ({w.get('duration_s', 0):g} s)"
+    span = duration_ms((w.get("end", 0) - w.get("start", 0)) / 1e6)
+    return f"{_clock(w.get('start'))} → {_clock(w.get('end'))} UTC ({span})"
 
 
 def summary_line(d: Diagnosis) -> str:
     counts: Counter[str] = Counter(f.status for f in d.findings)
+    n = len(d.incidents)
+    head = f"{n} incident{'s' if n != 1 else ''}" if n else "no incident"
     parts = [f"{counts[s]} {LABEL[s] if s != 'pass' else 'pass'}" for s in LABEL if counts[s]]
-    return f"{len(d.findings)} playbooks on {d.dataset}: " + ", ".join(parts)
+    return f"{head}; {len(d.findings)} playbooks on {d.dataset}: " + ", ".join(parts)
+
+
+def not_applicable_line(d: Diagnosis) -> str:
+    """All N/A playbooks on one line, grouped by the input that would enable them:
+    `not run, for lack of data: GPU samples (nvidia-smi or DCGM) → gpu-underutilized; …`."""
+    groups: dict[str, list[str]] = {}
+    for f in d.findings:
+        if f.status == "not_applicable":
+            need = f.message.removeprefix("not enough data: needs ").split("; ")[0]
+            need = need.split(" (found ")[0]
+            groups.setdefault(need, []).append(f.id)
+    if not groups:
+        return ""
+    return "not run, for lack of data: " + "; ".join(
+        f"{need} → {', '.join(ids)}" for need, ids in groups.items()
+    )
 
 
 def render_text(d: Diagnosis, *, verbose: bool = False) -> str:
-    """One block per failing finding, one line per other finding, a summary line."""
+    """One block per incident (its root, impact, cause, fix, then its consequences folded
+    under it), errors, the N/A playbooks on one line, a summary line."""
+    by_id = {f.id: f for f in d.findings}
     out: list[str] = []
+    for n, incident in enumerate(d.incidents, 1):
+        out += _incident_block(n, incident, by_id)
     for f in d.findings:
-        if f.status in ("fail", "warn"):
-            out += _text_block(f)
-        elif f.status != "pass" or verbose:
+        if f.status == "error" or (verbose and f.status == "pass"):
             out.append(f"{LABEL[f.status]:5} {f.id}: {f.message}")
+    na = not_applicable_line(d)
+    if na:
+        out.append(na)
     out.append(summary_line(d))
     return "\n".join(out) + "\n"
 
 
-def _text_block(f: Finding) -> list[str]:
-    lines = [f"{LABEL[f.status]:5} [{f.severity}] {f.id}: {f.title}", f"      {f.message}"]
-    lines += [f"      window: {_window(w)}" for w in f.windows]
-    confirmed = [c for c in f.causes if c.status == "confirmed"]
-    for i, c in enumerate(confirmed, 1):
-        lines.append(f"      cause {i}: {c.title} — {c.evidence} (strength {c.strength:.2f})")
-    if not confirmed:
-        lines.append("      cause: none of the checked causes confirmed")
-    lines += [f"      undecided: {c.title} — needs {c.needs}" for c in f.causes
-              if c.status == "not_applicable"]  # fmt: skip
-    if f.fixes:
-        lines.append(f"      fix: {f.fixes[0]}")
-    if f.example_requests:
-        lines.append(f"      examples: {', '.join(f.example_requests)}")
+def _incident_block(n: int, i: Incident, by_id: dict[str, Finding]) -> list[str]:
+    root = by_id.get(i.root)
+    lines = [f"INCIDENT {n} {i.headline}"]
+    if root is not None:
+        lines.append(f"  what:   {root.message}")
+    how_bad = impact_sentence(i.impact)
+    if how_bad:
+        lines.append(f"  impact: {how_bad}")
+    causes = [c for c in root.causes if c.status == "confirmed"] if root else []
+    if causes:
+        c = causes[0]
+        lines.append(f"  cause:  {c.title} — {c.evidence} (confidence {i.confidence:.2f})")
+        lines += [f"          also: {c.title} — {c.evidence}" for c in causes[1:3]]
+    else:
+        lines.append("  cause:  none of the checked causes was confirmed")
+    if root is not None:
+        lines += [f"  undecided: {c.title} — needs {c.needs}" for c in root.causes
+                  if c.status == "not_applicable"]  # fmt: skip
+    if i.fix:
+        lines.append(f"  change: {i.fix}")
+    for cid in i.consequences:
+        f = by_id.get(cid)
+        if f is not None:
+            lines.append(f"  └ {LABEL[f.status]} {f.id} (see {i.root}): {f.message}")
+    if root is not None and root.example_requests:
+        lines.append(f"  examples: {', '.join(root.example_requests)}")
     return lines
 
 
 def render_markdown(d: Diagnosis) -> str:
-    """A Markdown report: a summary table, then each failing finding with its evidence."""
+    """A Markdown report: the incidents, most impact first, each with its consequences and
+    evidence; then every playbook's status."""
+    by_id = {f.id: f for f in d.findings}
     out = [
         f"# traceq diagnose: `{d.dataset}`",
         "",
         f"{summary_line(d)}. Dataset hash `{d.dataset_hash}`, traceq {d.traceq_version}, "
         f"run {d.started_at} in {d.elapsed_s:g} s.",
-        "",
-        "| status | severity | playbook | finding |",
-        "|---|---|---|---|",
     ]
-    out += [
-        f"| {LABEL[f.status]} | {f.severity} | `{f.id}` | {_cell(f.message)} |" for f in d.findings
-    ]
-    for f in d.findings:
-        if f.status not in ("fail", "warn"):
+    for n, i in enumerate(d.incidents, 1):
+        out += ["", f"## Incident {n}: {i.title} (`{i.root}`, {i.severity})", "", i.summary, ""]
+        f = by_id.get(i.root)
+        if f is None:
             continue
-        out += ["", f"## {f.title} (`{f.id}`, {f.severity})", "", f.message, ""]
         out += [f"- window: {_window(w)}" for w in f.windows]
+        if i.consequences:
+            out += ["", "**Consequences** (`warn`, explained by this root)", ""]
+            out += [f"- `{c}`: {_cell(by_id[c].message)}" for c in i.consequences if c in by_id]
         out += ["", "| cause | status | strength | evidence |", "|---|---|---|---|"]
         out += [
             f"| {_cell(c.title)} | {c.status} | {c.strength:.2f} | "
@@ -100,6 +138,14 @@ def render_markdown(d: Diagnosis) -> str:
             out += ["", f"**{e.title}**", "", *_table(e.columns, e.rows)]
         if f.example_requests:
             out += ["", "Example requests: " + ", ".join(f"`{r}`" for r in f.example_requests)]
+    na = not_applicable_line(d)
+    out += ["", "## Every playbook", ""] + ([na, ""] if na else [])
+    out += ["| status | severity | playbook | finding |", "|---|---|---|---|"]
+    out += [
+        f"| {LABEL[f.status]} | {f.severity} | `{f.id}` | {_cell(f.message)} |"
+        for f in d.findings
+        if f.status != "not_applicable"
+    ]
     return "\n".join(out) + "\n"
 
 

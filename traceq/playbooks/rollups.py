@@ -38,6 +38,7 @@ from typing import Any
 
 import duckdb
 
+from traceq.playbooks.executor import Executor
 from traceq.playbooks.steps import note
 from traceq.session import QueryError, Session
 from traceq.sql import load
@@ -241,3 +242,11 @@ def materialise(session: Session) -> dict[str, float]:
         _drop(session, folder)
         raise
     return timings
+
+
+def materialise_rollups(executor: Executor) -> dict[str, float]:
+    """Compute the shared rollups once per run: Parquet files and views for a `Session`, the
+    executor's own `materialise` otherwise (Spark: traceq/spark/executor.py)."""
+    if isinstance(executor, Session):
+        return materialise(executor)
+    return executor.materialise()  # type: ignore[attr-defined, no-any-return]

@@ -1,0 +1,119 @@
+"""What a person reads from `traceq diagnose`: incidents, not symptoms, in words without
+holes. Every bundled scenario in every format; the JSON contract; bad playbooks refused with
+file:line."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from tests.playbook_helpers import SAMPLES
+from traceq.cli import cli
+from traceq.findings import SCHEMA_VERSION
+from traceq.playbooks import builtin_dir
+
+SCENARIOS = sorted(p.name for p in SAMPLES.iterdir() if p.is_dir())
+# a millisecond figure of 7 or more digits ("p99 TTFT 17346762 ms") is not a human unit
+LONG_MS = re.compile(r"\d[\d,]{6,} ?ms\b")
+INCIDENT_KEYS = {
+    "root", "root_cause", "consequences", "start", "end", "requests_affected", "confidence",
+    "alternatives", "summary",
+}  # fmt: skip
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), standalone_mode=True)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_format_reads_without_holes(demo_run, scenario):
+    ds = str(demo_run.dataset(scenario))
+    for fmt in ("text", "markdown", "json"):
+        r = invoke("diagnose", ds, "--format", fmt)
+        assert r.exit_code in (0, 1), r.output
+        assert "n/a" not in r.output.lower(), (fmt, r.output)
+        assert not LONG_MS.search(r.output), (fmt, LONG_MS.search(r.output))
+        assert "\x00" not in r.output
+    text = invoke("diagnose", ds).output.splitlines()
+    if scenario == "healthy":
+        assert text[-1].startswith("no incident;"), text
+    else:
+        assert text[0].startswith("INCIDENT 1 ["), text[0]
+    na = [x for x in text if x.startswith("N/A")]
+    assert not na, na  # playbooks without their data are one line, not one line each
+
+
+def test_json_contract(demo_run):
+    r = invoke("diagnose", str(demo_run.dataset("kv-pressure")), "--format", "json")
+    data = json.loads(r.output)
+    assert data["schema_version"] == SCHEMA_VERSION and data["findings"]
+    first = data["incidents"][0]
+    assert set(first) >= INCIDENT_KEYS
+    assert first["root"] == "kv-pressure" and first["root_cause"] == "kv-budget-small"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", first["start"])
+    assert first["start"] < first["end"] and first["requests_affected"] > 0
+    assert 0 <= first["confidence"] <= 1
+    assert all(set(a) == {"id", "why"} for a in first["alternatives"])
+    assert {"ttft-queueing", "slow-decode"} <= set(first["consequences"])
+    by_id = {f["id"]: f for f in data["findings"]}
+    for cid in first["consequences"]:
+        assert (by_id[cid]["status"], by_id[cid]["see"]) == ("warn", "kv-pressure")
+    # one plain paragraph: what, how bad, why, what to change
+    assert "KV" in first["summary"] and "What to change:" in first["summary"]
+    assert "\n" not in first["summary"]
+
+
+def test_the_na_playbooks_say_which_input_enables_them(tmp_path):
+    from tests.playbook_helpers import ingest_folder
+
+    folder = tmp_path / "no-gpu"
+    shutil.copytree(SAMPLES / "queue-overload", folder)
+    for name in ("nvidia-smi.csv", "dcgm.prom"):
+        (folder / name).unlink()
+    out = invoke("diagnose", str(ingest_folder(folder, tmp_path / "ds.tq"))).output
+    line = next(x for x in out.splitlines() if x.startswith("not run, for lack of data:"))
+    assert "GPU utilisation samples" in line and "→ gpu-underutilized" in line, line
+
+
+def _copy(tmp_path, pid: str) -> str:
+    return (builtin_dir() / f"{pid}.yaml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda t: t.replace("    evidence: \"KV ≥", "    evidense: \"KV ≥", 1),
+         r"kv-pressure\.yaml:\d+: causes\[0\]\.evidense: unknown key 'evidense' "
+         r"\(did you mean 'evidence'\?\)"),
+        (lambda t: t.replace("  - playbook: ttft-queueing", "  - playbook: ttft-queuing", 1),
+         r"kv-pressure\.yaml:\d+: explains\[0\]\.playbook: no playbook 'ttft-queuing'"),
+        (lambda t: t.replace("via: kv-saturated", "via: kv-saturation", 1),
+         r"kv-pressure\.yaml:\d+: explains\[0\]\.via: ttft-queueing has no cause 'kv-saturation'"),
+    ],
+)  # fmt: skip
+def test_a_bad_playbook_is_refused_with_file_and_line(tmp_path, edit, expected):
+    (tmp_path / "kv-pressure.yaml").write_text(edit(_copy(tmp_path, "kv-pressure")))
+    r = invoke("playbooks", "lint", str(tmp_path))
+    assert r.exit_code == 1 and re.search(expected, r.output), r.output
+    r = invoke("diagnose", str(tmp_path / "none.tq"), "--playbooks", str(tmp_path))
+    assert r.exit_code == 2 and re.search(expected, r.output), r.output
+
+
+def test_a_cycle_of_explains_is_refused(tmp_path):
+    """kv-pressure explains ttft-queueing; ttft-queueing explaining kv-pressure closes a loop
+    in which each would hide the other."""
+    text = _copy(tmp_path, "ttft-queueing").replace(
+        "explains:\n",
+        "explains:\n  - playbook: kv-pressure\n    mechanism: a loop\n    via: kv-saturated\n",
+        1,
+    )
+    (tmp_path / "ttft-queueing.yaml").write_text(text)
+    r = invoke("playbooks", "lint", str(tmp_path))
+    assert r.exit_code == 1, r.output
+    assert re.search(r"ttft-queueing\.yaml:\d+: explains\[0\]\.playbook: cycle: ", r.output)
+    r = invoke("diagnose", str(tmp_path / "none.tq"), "--playbooks", str(tmp_path))
+    assert r.exit_code == 2 and "cycle: " in r.output, r.output

@@ -1,0 +1,87 @@
+"""An incident in words: a one-line headline and a summary paragraph (what, when, how bad,
+why, what to do), built from the incident's data only (traceq/playbooks/incidents.py).
+
+Durations are human (`words.duration_ms`), counts have thousands separators, and a clause
+whose figure is missing is left out, never printed as "n/a". "Outside the window" is said
+only when requests arrived outside it.
+
+>>> iso(1_750_000_000_000_000_000)
+'2025-06-15T15:06:40Z'
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from traceq.findings import Finding, Incident
+from traceq.playbooks.words import count, duration_ms, fmt
+
+
+def iso(ns: int) -> str:
+    """ns since the epoch as ISO 8601 UTC, to the second."""
+    at = datetime.fromtimestamp(ns / 1e9, UTC)
+    return at.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def clock(ns: int) -> str:
+    """`10:00:40 UTC`, or with the date when `ns` is not today's run (always: logs span days)."""
+    return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _span(i: Incident) -> str:
+    return f"from {clock(i.start_ns)} for {duration_ms((i.end_ns - i.start_ns) / 1e6)}"
+
+
+def _missed(impact: dict[str, Any]) -> str:
+    n, bad = impact.get("requests_in"), impact.get("missed_in")
+    if not n:
+        return ""
+    if not bad:
+        return f"no request of {count(n)} missed an SLO"
+    share = bad / n
+    return f"{count(bad)} of {count(n)} requests ({share:.0%}) missed an SLO or failed"
+
+
+def headline(i: Incident) -> str:
+    """`[high] TTFT dominated by queueing — from 10:00:40 UTC for 20 s: 25 of 30 requests …`"""
+    missed = _missed(i.impact)
+    return f"[{i.severity}] {i.title} — {_span(i)}" + (f": {missed}" if missed else "")
+
+
+def impact_sentence(impact: dict[str, Any]) -> str:
+    """How bad, inside the window against outside (when requests arrived outside)."""
+    outside = bool(impact.get("requests_out"))
+    parts = []
+    n = impact.get("requests_in")
+    if n:
+        attained = "[ ({attained_in:.0%} met every SLO[ against {attained_out:.0%} outside])]"
+        parts.append(fmt("{requests_in:n} requests arrived in the window" + attained, impact))
+    if impact.get("failed_in"):
+        parts.append(fmt("{failed_in:n} failed[, losing {tokens_lost:n} generated tokens]", impact))
+    for metric, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "end-to-end")):
+        tail = f"[ against {{{metric}_p99_out_ms:ms}} outside]" if outside else ""
+        part = fmt(f"[p99 {label} {{{metric}_p99_in_ms:ms}}{tail}]", impact)
+        if part:
+            parts.append(part)
+    return "; ".join(parts)
+
+
+def summary(i: Incident, root: Finding, consequences: list[Finding]) -> str:
+    """What, when, how bad, why, what to do: one paragraph."""
+    out = [f"{i.title}: {root.message}."]
+    how_bad = impact_sentence(i.impact)
+    if how_bad:
+        out.append(how_bad[0].upper() + how_bad[1:] + ".")
+    confirmed = [c for c in root.causes if c.status == "confirmed"]
+    if confirmed:
+        c = confirmed[0]
+        out.append(f"Cause: {c.title.rstrip('.')}" + (f" — {c.evidence}." if c.evidence else "."))
+    else:
+        out.append("None of the checked causes was confirmed.")
+    if consequences:
+        titles = "; ".join(f"{c.title} ({c.id})" for c in consequences)
+        out.append(f"It also explains: {titles}.")
+    if i.fix:
+        out.append(f"What to change: {i.fix.rstrip('.')}.")
+    return " ".join(out)

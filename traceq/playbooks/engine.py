@@ -37,6 +37,7 @@ from traceq.playbooks.executor import Executor
 from traceq.playbooks.model import CauseSpec, Playbook, Requirement
 from traceq.playbooks.rollups import materialise_rollups
 from traceq.playbooks.steps import run_query
+from traceq.playbooks.story import iso
 from traceq.playbooks.values import bind, plain_row, plain_rows
 from traceq.playbooks.windows import merge_windows
 from traceq.playbooks.words import fmt
@@ -244,14 +245,7 @@ def _evidence(
 
 def _when(start: int, end: int) -> dict[str, Any]:
     """Readable forms of an incident window (UTC)."""
-    at = datetime.fromtimestamp(start / 1e9, UTC)
-    return {
-        "start_at": at.isoformat(timespec="seconds").replace("+00:00", "Z"),
-        "end_at": datetime.fromtimestamp(end / 1e9, UTC)
-        .isoformat(timespec="seconds")
-        .replace("+00:00", "Z"),
-        "duration_s": round((end - start) / 1e9, 3),
-    }
+    return {"start_at": iso(start), "end_at": iso(end), "duration_s": round((end - start) / 1e9, 3)}
 
 
 def dataset_hash(session: Executor) -> str:

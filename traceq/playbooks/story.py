@@ -25,7 +25,7 @@ def iso(ns: int) -> str:
 
 
 def clock(ns: int) -> str:
-    """`10:00:40 UTC`, or with the date when `ns` is not today's run (always: logs span days)."""
+    """`2025-06-15 10:00:40 UTC`: always with the date, as a run may span days."""
     return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 

@@ -1,7 +1,9 @@
 """Detection quality of the playbooks, scored from the synth labels: every fault scenario ×
 seeds × mild / medium / strong, whole-run and windowed (the fault confined to a slice of a
-longer healthy run), plus `healthy` at the same seeds and lengths. Regenerates the part of
-docs/DETECTION.md between its bench markers.
+longer healthy run), plus `healthy` at the same seeds and lengths. Hardware rotates with the
+seed through traceq/synth/hardware.py's profiles (8B on an H100, an A100 and an L4; 70B on
+4×H100 with TP 4), so every fault runs on each; healthy runs on every profile at every seed.
+Regenerates the part of docs/DETECTION.md between its bench markers.
 
     python bench/detection.py [--seeds 5] [--seeds-from 11] [--workers 2] [--out DIR]
     python bench/detection.py --seeds-from 21 --doc /tmp/other.md   # other seeds, not the doc
@@ -42,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.playbook_helpers import ingest_folder, run  # noqa: E402
 from traceq.synth import INTENSITIES, generate  # noqa: E402
+from traceq.synth.hardware import PROFILES  # noqa: E402
 from traceq.synth.variants import KNOBS  # noqa: E402
 
 DOC = ROOT / "docs" / "DETECTION.md"
@@ -52,15 +55,16 @@ LONG_S = 480.0  # windowed runs: 8 min of traffic ...
 WINDOW = (240.0, 300.0)  # ... with 1 min of fault in the middle
 STARTUP_WINDOW = (0.0, 60.0)  # warm-up happens at startup: its window must start at 0
 
-Job = tuple[str, str, str, int, str]  # scenario, variant, intensity, seed, out dir
+Job = tuple[str, str, str, int, str, str]  # scenario, variant, intensity, seed, hardware, out
+HARDWARE = tuple(PROFILES)
 
 
 def one(job: Job) -> dict[str, Any]:
     """Generate, ingest and diagnose one run; returns its labels and findings as plain data."""
-    name, variant, intensity, seed, out = job
-    folder = Path(out) / f"{name}-{variant}-{intensity}-{seed}"
+    name, variant, intensity, seed, hardware, out = job
+    folder = Path(out) / f"{name}-{variant}-{intensity}-{seed}-{hardware}"
     shutil.rmtree(folder, ignore_errors=True)
-    kw: dict[str, Any] = {"seed": seed}
+    kw: dict[str, Any] = {"seed": seed, "hardware": hardware}
     if variant == "windowed":
         kw["duration_s"] = LONG_S
         if name != "healthy":
@@ -89,6 +93,7 @@ def one(job: Job) -> dict[str, Any]:
         "variant": variant,
         "intensity": intensity,
         "seed": seed,
+        "hardware": hardware,
         "requests": labels["truth"]["requests"],
         "expected": labels["expected_playbooks"],
         "tolerated": labels["tolerated_playbooks"],
@@ -105,15 +110,18 @@ def jobs(
     first: int = SEEDS_FROM,
     only: list[str] | None = None,
     variants: tuple[str, ...] = ("whole", "windowed"),
+    hardware: tuple[str, ...] = HARDWARE,
 ) -> list[Job]:
-    """Every fault scenario (KNOBS, or `only`) × variant × intensity × seed, then healthy."""
+    """Every fault scenario (KNOBS, or `only`) × variant × intensity × seed, on the seed's
+    hardware (rotating through `hardware`); then healthy on every profile."""
     names = [n for n in KNOBS if not only or n in only]
     todo: list[Job] = []
     for variant in variants:
-        for seed in range(first, first + seeds):
-            todo += [(n, variant, i, seed, out) for n in names for i in INTENSITIES]
+        for k, seed in enumerate(range(first, first + seeds)):
+            hw = hardware[k % len(hardware)]
+            todo += [(n, variant, i, seed, hw, out) for n in names for i in INTENSITIES]
             if not only or "healthy" in only:
-                todo.append(("healthy", variant, "-", seed, out))
+                todo += [("healthy", variant, "-", seed, h, out) for h in hardware]
     return todo
 
 
@@ -248,7 +256,7 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     L += ["", f"### Healthy: {len(bad)} of {len(healthy)} runs with a `fail`", ""]
     for r in bad:
         fired = ", ".join(f["id"] for f in r["findings"] if f["status"] == "fail")
-        L.append(f"- {r['variant']} seed {r['seed']}: {fired}")
+        L.append(f"- {r['variant']} seed {r['seed']} on {r.get('hardware', HARDWARE[0])}: {fired}")
     warned = sum(1 for r in healthy for f in r["findings"] if f["status"] == "warn")
     L.append(f"- warns on healthy: {warned}")
 
@@ -290,12 +298,20 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"{'yes' if rf_all and sum(rf_all) / len(rf_all) >= 0.9 else 'no'} |"
     )
 
+    L += hardware_table(results)
     L += ["", "### Every run", "", "Fails per seed; `!` false positive, `~` consequence, "]
     L[-1] += "`@` mislocated, `(…)` warn, `–` nothing."
     seeds = sorted({r["seed"] for r in results})
-    L += ["", "| scenario | variant | intensity | " + " | ".join(map(str, seeds)) + " |"]
+    rotation = {r["seed"]: r.get("hardware", HARDWARE[0]) for r in faults}
+    heads = [f"{x} ({rotation[x]})" if x in rotation else str(x) for x in seeds]
+    L += ["", "| scenario | variant | intensity | " + " | ".join(heads) + " |"]
     L += ["|---" * (3 + len(seeds)) + "|"]
-    by = {(r["scenario"], r["variant"], r["intensity"], r["seed"]): r for r in results}
+
+    def label(r: dict[str, Any]) -> str:
+        hw = r.get("hardware", HARDWARE[0])
+        return f"healthy on {hw}" if r["scenario"] == "healthy" else r["scenario"]
+
+    by = {(label(r), r["variant"], r["intensity"], r["seed"]): r for r in results}
     order = {i: n for n, i in enumerate(INTENSITIES)}
     for key in sorted({k[:3] for k in by}, key=lambda k: (k[0], k[1], order.get(k[2], -1))):
         cells = []
@@ -312,6 +328,28 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             cells.append(", ".join(mark) or "–")
         L.append(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(cells) + " |")
     return "\n".join([*L, "", END])
+
+
+def hardware_table(results: list[dict[str, Any]]) -> list[str]:
+    """Per hardware profile: fault runs, precision / recall, root first, healthy fails."""
+    L = ["", "### Per hardware profile", ""]
+    L += [
+        "| hardware | fault runs | precision / recall | root first | healthy runs with a `fail` |"
+    ]
+    L += ["|---|---|---|---|---|"]
+    for hw in HARDWARE:
+        mine = [r for r in results if r.get("hardware", HARDWARE[0]) == hw]
+        faults = [r for r in mine if r["scenario"] != "healthy"]
+        scored = [score(r) for r in faults]
+        tp = sum(len(x["tp"]) for x in scored)
+        fp = sum(len(x["fp"]) + len(x["mis"]) for x in scored)
+        fn = sum(len(x["fn"]) + len(x["mis"]) for x in scored)
+        first = sum(root_first(r) for r in faults)
+        healthy = [r for r in mine if r["scenario"] == "healthy"]
+        bad = sum(any(f["status"] == "fail" for f in r["findings"]) for r in healthy)
+        rf = f"{first}/{len(faults)}" if faults else "–"
+        L.append(f"| {hw} | {len(faults)} | {pr(tp, fp, fn)} | {rf} | {bad} of {len(healthy)} |")
+    return L
 
 
 def write_doc(block: str, doc: Path) -> None:
@@ -351,7 +389,8 @@ def main() -> None:
                 fired = ",".join(f["id"] for f in r["findings"] if f["status"] == "fail")
                 print(
                     f"[{k}/{len(todo)} {time.monotonic() - t0:4.0f}s] {r['scenario']} "
-                    f"{r['variant']} {r['intensity']} {r['seed']}: {fired or '-'}",
+                    f"{r['variant']} {r['intensity']} {r['seed']} {r['hardware']}: "
+                    f"{fired or '-'}",
                     file=sys.stderr,
                     flush=True,
                 )

@@ -4,11 +4,12 @@ request ids and windows of the dataset."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
 
-from traceq.findings import Diagnosis, Finding
+from traceq.findings import Diagnosis, Finding, Incident
 from traceq.session import Session
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,17 +81,54 @@ def kv_finding(dataset: Path) -> Finding:
     )
 
 
+def kv_incident(kv: Finding, consequences: list[str]) -> Incident:
+    """The incident the engine makes of `kv` (traceq/playbooks/incidents.py), worded as
+    traceq/playbooks/story.py words it."""
+    w = kv.windows[0]
+    start = datetime.fromtimestamp(w["start"] / 1e9, UTC)
+    seconds = round((w["end"] - w["start"]) / 1e9)
+    return Incident(
+        root=kv.id,
+        root_cause="max_num_seqs",
+        title=kv.title,
+        severity="high",
+        start=start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        end=datetime.fromtimestamp(w["end"] / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        headline=f"[high] {kv.title} — from {start:%Y-%m-%d %H:%M:%S} UTC for {seconds} s: "
+        "30 of 40 requests (75%) missed an SLO or failed",
+        summary=f"{kv.title}: {kv.message}.",
+        consequences=consequences,
+        requests_affected=40,
+        confidence=0.9,
+        impact={"requests_in": 40, "missed_in": 30, "ttft_p99_in_ms": 27_000.0},
+        fix=kv.fixes[0],
+        start_ns=w["start"],
+        end_ns=w["end"],
+    )
+
+
 def write_findings(dataset: Path, path: Path) -> Path:
+    """A diagnosis as `traceq diagnose --format json` writes it (schema 2): one incident,
+    kv-pressure, with ttft-queueing as its consequence; a playbook that passed and one that
+    lacked its data."""
     quiet = Finding(
         id="error-rate", status="pass", severity="high", title="Errors", message="no failed request"
     )
+    lacking = Finding(id="gpu-underutilized", status="not_applicable", severity="medium",
+                      title="GPU underutilized", message="not enough data: needs GPU "
+                      "utilisation samples (nvidia-smi or DCGM) (found 0, need 5)")  # fmt: skip
+    queueing = Finding(id="ttft-queueing", status="warn", severity="high",
+                       title="TTFT dominated by queueing", message="queueing is 94% of TTFT",
+                       see="kv-pressure")  # fmt: skip
+    kv = kv_finding(dataset)
     diagnosis = Diagnosis(
-        findings=[quiet, kv_finding(dataset)],
+        findings=[quiet, kv, queueing, lacking],
         dataset=str(dataset),
         dataset_hash="",
         traceq_version="test",
         started_at="2025-06-15T10:05:00Z",
         elapsed_s=0.1,
+        incidents=[kv_incident(kv, [queueing.id])],
     )
     path.write_bytes(orjson.dumps(diagnosis.to_dict()))
     return path

@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app_helpers import APP, ROOT, ingest_sample, write_findings
-from traceq.app import shipped, state
+from traceq.app import data, shipped, state
 from traceq.session import Session
 
 TIMEOUT = 90
@@ -69,8 +69,12 @@ def test_overview_kpis_match_the_views(dataset):
         n = s.query("SELECT count(*) FROM request_phases").item()
     assert shown["TTFT p99"] == f"{p99 / 1000:,.1f} s"
     assert f"{n:,} requests" in at.caption[0].value
-    # the findings, worst first, and the sources with their quarantined records
-    assert any("KV-cache pressure" in m.value for m in at.markdown)
+    # the incidents, worst first, each naming what it explains (no line of their own), the
+    # playbooks that lacked their data on one line, and the sources with quarantined records
+    kv = [m.value for m in at.markdown if "KV-cache pressure" in m.value]
+    assert len(kv) == 1 and "-badge[high]" in kv[0] and "Explains `ttft-queueing`" in kv[0]
+    assert not any("queueing" in m.value for m in at.markdown if m.value not in kv)
+    assert "→ gpu-underutilized" in " ".join(c.value for c in at.caption)
     sources = at.dataframe[0].value
     assert {"path", "format", "quarantined"} <= set(sources.columns)
     assert "vllm.log" in " ".join(sources["path"].to_list())
@@ -150,16 +154,36 @@ def test_phases_waterfall_of_the_chosen_request(dataset):
     assert at.query_params["request"] != rid
 
 
-def test_findings_page_renders_the_engine_output(dataset):
+def test_findings_page_leads_with_the_incident(dataset):
     at = open_app(dataset, "findings")
-    assert at.subheader[0].value == "KV-cache pressure"
+    # one card, the incident: severity and root, title, when, what / impact / cause / change
+    assert [h.value for h in at.subheader] == ["KV-cache pressure"]
+    main = [m.value for m in at.main.markdown]
+    assert main[0] == (":red-badge[high] Incident 1 · root `kv-pressure` · explains 1 other "
+                       "finding")  # fmt: skip
+    assert main[1].startswith("From 2025-06-15 ") and "30 of 40 requests (75%) missed" in main[1]
+    story = main[2]
+    assert story.startswith("**What:** KV cache full") and "**Impact:** 40 requests" in story
+    assert "**Cause:** max_num_seqs admits more than the KV budget — KV 100 % for 30 s " \
+           "(confidence 0.90)" in story and "**Change:** Lower max_num_seqs" in story  # fmt: skip
+    # its consequence folded under it, not a failure of its own
+    assert main[3].splitlines() == [
+        "**Explained by this incident** (not separate failures)",
+        "- └ `ttft-queueing` (warn, see `kv-pressure`): queueing is 94% of TTFT",
+    ]
+    assert "1 incident in this window" in at.caption[0].value
+    assert "1 consequence folded under it" in at.caption[0].value
+    # the playbook without its data: one line saying which input would enable it
+    assert "Not run, for lack of data: GPU utilisation samples (nvidia-smi or DCGM) → " \
+           "gpu-underutilized." in [c.value for c in at.caption]  # fmt: skip
     causes = at.dataframe[0].value
     assert causes["cause"][0].startswith("max_num_seqs")  # ranked by strength
     assert any("kv_usage" in c.value for c in at.code)  # the evidence SQL
     labels = [b.label for b in at.button]
     assert any(label.startswith("Show ") for label in labels)
-    assert [d for d in at.get("download_button")]  # the Markdown export
-    # a finding's example request opens its waterfall
+    export = at.get("download_button")[0]
+    assert export.proto.label == "Export as Markdown"
+    # an example request opens its waterfall
     rid_button = next(b for b in at.button if b.label.startswith("cmpl-"))
     rid_button.click().run()
     assert at.title[0].value == "Phases"
@@ -171,10 +195,18 @@ def test_findings_come_from_the_engine_without_a_file(dataset, monkeypatch):
     at = open_app(dataset, "findings")
     if importlib.util.find_spec("traceq.playbooks") is None:
         assert "playbook engine is not installed" in at.info[0].value
-    else:  # the engine's own verdict on this scenario, worst first
-        badges = " ".join(m.value for m in at.markdown)
-        assert "`kv-pressure`" in badges
-        assert not at.info
+        return
+    # the engine's own verdict on this scenario: its injected fault is the first incident,
+    # one card per incident, what it explains folded under it
+    view = data.findings_for(str(dataset)).view
+    assert view.blocks[0].incident.root == "kv-pressure"
+    assert [h.value for h in at.subheader] == [b.incident.title for b in view.blocks]
+    assert "-badge[" in at.main.markdown[0].value
+    assert "] Incident 1 · root `kv-pressure`" in at.main.markdown[0].value
+    folded = "\n".join(m.value for m in at.main.markdown if "Explained by" in m.value)
+    for c in view.blocks[0].consequences:
+        assert f"- └ `{c.id}` (warn, see `kv-pressure`)" in folded
+    assert not at.info
 
 
 def test_requests_table_pages_in_duckdb(dataset):
@@ -268,7 +300,8 @@ def test_findings_outside_the_time_filter_are_set_apart(dataset):
     # the first second of the run, before the engine's KV cache filled
     at = open_app(dataset, "findings", since=state.format_ts(lo),
                   until=state.format_ts(lo + 10**9))  # fmt: skip
-    assert not at.subheader  # no finding card in this window
-    assert "1 outside the time filter" in at.caption[0].value
+    assert not at.subheader  # no incident card in this window
+    assert "0 incidents in this window, 1 outside the time filter" in at.caption[0].value
+    assert at.expander[0].label == "Incidents outside the time filter (1)"
     hidden = at.expander[0].dataframe[0].value
-    assert "kv-pressure" in hidden["playbook"].to_list()
+    assert hidden["playbook"].to_list() == ["kv-pressure"]

@@ -1,6 +1,7 @@
 """The app's parts that need no Streamlit session: queries and their bounds, the Altair chart
-builders, the Markdown export of a finding, the findings adapter, URL time stamps, the
-Perfetto export (`traceq export`) and `traceq app` serving on loopback."""
+builders, the Markdown export of a finding and of an incident, the findings adapter and the
+incidents it leads with, URL time stamps, the Perfetto export (`traceq export`) and
+`traceq app` serving on loopback."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import altair as alt
 import polars as pl
 import pytest
 
-from tests.app_helpers import ingest_sample, kv_finding
+from tests.app_helpers import ingest_sample, kv_finding, write_findings
 from traceq.app import charts, data, export_md, queries, state
 from traceq.app.queries import RequestFilter, Window
 from traceq.session import Session
@@ -177,6 +178,17 @@ def test_markdown_export_holds_text_sql_tables_and_chart(dataset):
     assert f"- {state.format_ts(finding.windows[0]['start'])} – " in md
 
 
+def test_markdown_export_of_an_incident_leads_with_it(dataset, tmp_path):
+    view = data.findings_for(str(dataset), str(write_findings(dataset, tmp_path / "f.json"))).view
+    md = export_md.incident(view.blocks[0], dataset="inc.tq")
+    lines = md.splitlines()
+    assert lines[0] == "# [high] KV-cache pressure (`kv-pressure`)"
+    assert lines[2].startswith("From 2025-06-15 ") and "missed an SLO or failed." in lines[2]
+    assert "- **Change:** Lower max_num_seqs" in lines
+    assert "  - └ `ttft-queueing` (warn, see `kv-pressure`): queueing is 94% of TTFT" in lines
+    assert md.index("└ `ttft-queueing`") < md.index("## KV-cache pressure (high, fail)")
+
+
 def test_findings_adapter_without_engine_and_from_a_file(dataset, tmp_path):
     engine = data.findings_for(str(dataset))
     if importlib.util.find_spec("traceq.playbooks") is None:
@@ -190,6 +202,20 @@ def test_findings_adapter_without_engine_and_from_a_file(dataset, tmp_path):
     path.write_text(json.dumps({"findings": [quiet.to_dict(), f.to_dict()]}))
     loaded = data.findings_for(str(dataset), str(path))
     assert [x.id for x in loaded.ranked] == ["kv-pressure", "a"]  # failing first
+    # a file from before incidents (schema 1): each failing finding is an incident of its own
+    assert [b.incident.root for b in loaded.view.blocks] == ["kv-pressure"]
+    assert loaded.view.blocks[0].change == "Lower max_num_seqs"
+    # schema 2: the incidents as the engine grouped them, the N/A playbooks on the CLI's line
+    v2 = data.findings_for(str(dataset), str(write_findings(dataset, tmp_path / "v2.json")))
+    view = v2.view
+    assert [(b.incident.root, [c.id for c in b.consequences]) for b in view.blocks] == [
+        ("kv-pressure", ["ttft-queueing"])]  # fmt: skip
+    assert view.tally == ("4 playbooks: 1 root, 1 consequence folded under it, 1 passed, "
+                          "1 not run for lack of data")  # fmt: skip
+    if importlib.util.find_spec("traceq.playbooks") is not None:
+        from traceq.playbooks.render import not_applicable_line
+
+        assert view.not_run_line == not_applicable_line(v2.diagnosis)
 
 
 @pytest.mark.parametrize("ns", [0, 1_749_981_600_000_000_000, 1_749_981_600_123_456_000])

@@ -23,7 +23,11 @@ def test_runs_other_seeds_and_a_subset():
     assert {j[3] for j in todo} == {21, 22}
     assert {j[0] for j in todo} == {"kv-pressure", "healthy"}
     assert {j[1] for j in todo} == {"windowed"}
-    assert len(todo) == 2 * (3 + 1)  # three intensities and healthy per seed
+    # three intensities on the seed's hardware, and healthy on every profile, per seed
+    assert len(todo) == 2 * (3 + len(detection.HARDWARE))
+    faults = [j for j in todo if j[0] != "healthy"]
+    assert [j[4] for j in faults] == [detection.HARDWARE[0]] * 3 + [detection.HARDWARE[1]] * 3
+    assert {j[4] for j in todo if j[0] == "healthy"} == set(detection.HARDWARE)
     everything = detection.jobs(1, "/x")
     assert {j[3] for j in everything} == {detection.SEEDS_FROM}
     assert {j[1] for j in everything} == {"whole", "windowed"}

@@ -1,6 +1,7 @@
 """Real server logs (tests/data/real/) give sensible findings or not_applicable, never an
 error: the KV-full / preemption samples flag kv-pressure, engines that failed at start-up
-give an error-rate finding naming the failure, an orderly SIGTERM shutdown is not a crash."""
+give an engine-failure root naming the setting to change, an orderly SIGTERM shutdown is not
+a crash."""
 
 from __future__ import annotations
 
@@ -45,20 +46,37 @@ def test_kv_full_and_preemption_logs_flag_kv_pressure(diagnoses, name):
 
 
 @pytest.mark.parametrize(
-    ("name", "named"),
+    ("name", "cause", "evidence", "change"),
     [
-        ("vllm_v1_0.10.1.1_engine_failed_negative_kv_dennislee22", "EngineCore failed to start"),
+        (
+            "vllm_v1_0.10.1.1_engine_failed_negative_kv_dennislee22",
+            "no-cache-memory",
+            "Available KV cache memory -0.53 GiB",
+            "Raise gpu_memory_utilization",
+        ),
         (
             "vllm_v1_0.25.1_dgxspark_startup_fail_kv_too_small_for_262k_after_unpinned_redownload_sostrowsk",
-            "18.35 GiB KV cache is needed",
+            "context-too-long",
+            "max_model_len 262,144 needs 18.35 GiB of KV cache for one request; 8.72 GiB available",
+            "Lower max_model_len to 121,840 or less (now 262,144), or raise "
+            "gpu_memory_utilization from 0.89",
         ),
     ],
 )
-def test_engine_that_died_at_startup_gives_an_error_rate_finding(diagnoses, name, named):
-    f = {f.id: f for f in diagnoses[name].findings}["error-rate"]
-    assert f.status == "fail"
-    assert named in f.message
-    assert f.causes[0].id == "engine-failure" and f.causes[0].status == "confirmed"
+def test_a_failed_start_is_a_critical_root_naming_the_setting(
+    diagnoses, name, cause, evidence, change
+):
+    """The engine-failure root quotes the log's own numbers and names the one setting; the
+    error-rate finding it causes is folded under it."""
+    d = diagnoses[name]
+    first = d.incidents[0]
+    assert (first.root, first.root_cause, first.severity) == ("engine-failure", cause, "critical")
+    assert first.fix.startswith(change), first.fix
+    root = {f.id: f for f in d.findings}["engine-failure"]
+    assert root.status == "fail" and root.message.startswith("the engine failed to start at ")
+    assert evidence in root.causes[0].evidence
+    assert [f.id for f in d.findings if f.status == "fail"] == ["engine-failure"]
+    assert "error-rate" in first.consequences
 
 
 def test_sigterm_shutdown_is_not_an_engine_failure(diagnoses):

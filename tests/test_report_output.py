@@ -1,6 +1,6 @@
 """`traceq report` output: one self-contained HTML file that Chromium renders offline with
 every chart, Markdown with the same charts, JSON, baselines, findings ordering, --trend and the
-exit code 2 on bad input."""
+exit code 2 on bad input, and the findings led by their incidents."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from PIL import Image
 
 from tests.report_factory import make_dataset
 from traceq.cli import cli
-from traceq.findings import Cause, Diagnosis, Finding
+from traceq.findings import Cause, Diagnosis, Finding, Incident
 from traceq.ingest import ingest
 from traceq.report import build_report
 from traceq.report.charts import build as build_charts
@@ -144,31 +144,111 @@ def test_json_report_and_baseline(data):
     assert len(base["samples"]["requests"]["tpot_ms"]) == base["context"]["requests"] == 64
 
 
-def test_new_findings_are_listed_first(data):
-    report = build_report(data["kv"], baseline=data["baseline"], findings=False)
-    report.baseline["findings"] = [{"id": "tbt-jitter", "severity": "medium", "title": "x"}]
+def _diagnosis() -> Diagnosis:
+    """Two incidents as the engine reports them, worst first: tbt-jitter (critical) and
+    kv-pressure (high) with ttft-queueing as its consequence; one playbook lacked its data."""
     kv = Finding(id="kv-pressure", status="fail", severity="high", title="KV-cache pressure",
                  message="KV 100 % for 40 s", causes=[Cause(id="c", title="KV budget too "
                  "small", status="confirmed", strength=0.9, evidence="5 k tokens")],
                  fixes=["lower max_num_seqs"])  # fmt: skip
     jitter = Finding(id="tbt-jitter", status="fail", severity="critical", title="Choppy",
                      message="stalls")  # fmt: skip
+    queueing = Finding(id="ttft-queueing", status="warn", severity="high", see="kv-pressure",
+                       title="Queueing", message="queueing is 94% of TTFT")  # fmt: skip
     quiet = Finding(id="slow-decode", status="pass", severity="high", title="ok", message="")
-    report.diagnosis = Diagnosis([jitter, quiet, kv], "kv", "h", "0.1.0", "now", 0.1)
+    gpu = Finding(id="gpu-underutilized", status="not_applicable", severity="medium",
+                  title="GPU", message="not enough data: needs GPU utilisation samples "
+                  "(nvidia-smi or DCGM) (found 0, need 5)")  # fmt: skip
+    t0 = 1_750_000_000_000_000_000
+    incidents = [
+        Incident(root="tbt-jitter", root_cause=None, title="Choppy", severity="critical",
+                 start="", end="", headline="", summary="stalls", start_ns=t0,
+                 end_ns=t0 + 20 * 10**9),
+        Incident(root="kv-pressure", root_cause="c", title="KV-cache pressure",
+                 severity="high", start="", end="", headline="[high] KV-cache pressure — "
+                 "from 2025-06-15 15:06:40 UTC for 40 s: 30 of 40 requests (75%) missed an "
+                 "SLO or failed", summary="", consequences=["ttft-queueing"], confidence=0.9,
+                 fix="lower max_num_seqs", impact={"requests_in": 40, "missed_in": 30}),
+    ]  # fmt: skip
+    return Diagnosis([jitter, quiet, kv, queueing, gpu], "kv", "h", "0.1.0", "now", 0.1,
+                     incidents=incidents)  # fmt: skip
+
+
+def test_incidents_lead_worst_first_and_new_ones_are_marked(data):
+    report = build_report(data["kv"], baseline=data["baseline"], findings=False)
+    report.diagnosis = _diagnosis()
     report.findings_note = ""
+    report.findings_evaluated = True
     # a baseline saved while the playbooks did not run: nothing can be new against it
     report.baseline["findings_evaluated"] = False
-    assert [new for _, new in report.findings()] == [False, False]
+    assert [new for _, new in report.incidents()] == [False, False]
     report.baseline["findings_evaluated"] = True
+    report.baseline["incidents"] = [{"root": "tbt-jitter"}]
+    assert [(i.root, new) for i, new in report.incidents()] == [
+        ("tbt-jitter", False), ("kv-pressure", True)]  # fmt: skip
+    # a baseline from before incidents names its failed findings: the same roots are known
+    del report.baseline["incidents"]
+    report.baseline["findings"] = [{"id": "tbt-jitter", "severity": "medium", "title": "x"}]
     assert [(f.id, new) for f, new in report.findings()] == [
-        ("kv-pressure", True), ("tbt-jitter", False)]  # fmt: skip
+        ("tbt-jitter", False), ("kv-pressure", True)]  # fmt: skip
     html = render_html(report, [])
-    assert html.index("KV-cache pressure") < html.index("Choppy")
-    assert '<span class="tag">NEW</span>KV-cache pressure' in html
-    assert "KV budget too small" in html and "lower max_num_seqs" in html
+    assert html.index("Choppy") < html.index("KV-cache pressure")
+    assert '<span class="tag">NEW</span><span class="badge b-high">high</span> Incident 2' in html
+    assert "KV budget too small — 5 k tokens (confidence 0.90)" in html
+    assert "lower max_num_seqs" in html
     md = render_md(report, [], None)
-    assert "- **NEW** **KV-cache pressure**" in md
-    assert json.dumps(report.to_dict()["findings"][0]["new"]) == "true"
+    section = md[md.index("## Incidents") : md.index("## KPIs")]
+    assert section.index("### Incident 1 [critical] Choppy") < section.index(
+        "### **NEW** Incident 2 [high] KV-cache pressure (`kv-pressure`)")  # fmt: skip
+    assert "From 2025-06-15 15:06:40 UTC for 40 s: 30 of 40 requests (75%) missed" in section
+    # the consequence is folded under its root, never listed as a failure of its own
+    assert [line for line in section.splitlines() if "ttft-queueing" in line] == [
+        "  - └ `ttft-queueing` (warn, see `kv-pressure`): queueing is 94% of TTFT"]  # fmt: skip
+    assert html.count("ttft-queueing") == 1
+    # the playbook without its data: one line naming the input that would enable it
+    assert "Not run, for lack of data: GPU utilisation samples (nvidia-smi or DCGM) → " \
+           "gpu-underutilized." in section  # fmt: skip
+    doc = report.to_dict()
+    assert [(i["root"], i["new"]) for i in doc["incidents"]] == [
+        ("tbt-jitter", False), ("kv-pressure", True)]  # fmt: skip
+    assert [f["id"] for f in doc["findings"]] == ["tbt-jitter", "kv-pressure"]
+    assert doc["not_run"] == {"GPU utilisation samples (nvidia-smi or DCGM)": ["gpu-underutilized"]}
+    # the baseline keeps the incidents, each with its consequences, and their roots only
+    base = report.baseline_doc()
+    assert [(i["root"], i["consequences"]) for i in base["incidents"]] == [
+        ("tbt-jitter", []), ("kv-pressure", ["ttft-queueing"])]  # fmt: skip
+    assert [f["id"] for f in base["findings"]] == ["tbt-jitter", "kv-pressure"]
+
+
+@pytest.mark.parametrize("fault", ["warm-up-skew", "prefill-interference"])
+def test_report_leads_with_the_injected_fault(data, fault):
+    """On a generated fault (the datasets test_report_gate.py uses), the report's findings
+    open with the incident whose root is the fault; what it explains is folded under it."""
+    ds = make_dataset(data["root"], fault, 1)
+    report = build_report(ds, baseline=data["baseline"])
+    md = render_md(report, [], None)
+    section = md[md.index("## Incidents") : md.index("## KPIs")]
+    headings = [line for line in section.splitlines() if line.startswith("### ")]
+    assert headings[0].startswith("### **NEW** Incident 1 [")
+    assert headings[0].endswith(f"(`{fault}`)")
+    d = report.diagnosis
+    explained = [f.id for f in d.findings if f.see]
+    assert d.incidents[0].root == fault and d.incidents[0].consequences
+    assert sorted(explained) == sorted(c for i in d.incidents for c in i.consequences)
+    for cid in explained:  # each only as a folded line under its root
+        lines = [line for line in section.splitlines() if f"`{cid}`" in line]
+        assert len(lines) == 1 and lines[0].startswith(f"  - └ `{cid}` (warn, see"), lines
+    html = render_html(report, [])
+    incidents = html[html.index("<h2>Incidents</h2>") : html.index("<h2>KPIs</h2>")]
+    first = incidents[incidents.index("<h3>") : incidents.index("</h3>")]
+    assert f"<code>{fault}</code>" in first and "Incident 1 ·" in first
+    for cid in explained:
+        assert incidents.count(f"<code>{cid}</code>") == 1
+        assert f"<li>└ <code>{cid}</code>" in incidents
+    assert [f.id for f, _ in report.findings()] == [i.root for i in d.incidents]
+    assert [i["root"] for i in report.baseline_doc()["incidents"]] == [i.root for i in d.incidents]
+    # the regression headline speaks in human units
+    assert re.search(r"TTFT p95 \+[\d.,]+ (ms|s) \(\+[\d,]+ %\)", md)
 
 
 def test_without_the_engine_the_report_says_so(data):

@@ -255,11 +255,12 @@ def test_failure_lines(tmp_path: Path) -> None:
         "RuntimeError: something else went wrong",
     ]
     con, entry = ingest_log(write(tmp_path / "f.log", lines), tmp_path, year=2025)
-    got = rows(con, "SELECT line, kind, severity, ts FROM events ORDER BY line")
+    got = rows(con, "SELECT line, kind, severity, ts FROM events ORDER BY line, kind")
     t = ns("2025-06-01 10:00:00")
     assert got == [
         (1, "engine_start_failed", "ERROR", t),
         (4, "oom", "ERROR", t),
+        (4, "oom_total_gib", "INFO", t),
         (5, "kv_cache_insufficient", "ERROR", t),
         (6, "engine_dead", "ERROR", t + 1_000_000_000),
         (7, "error", "ERROR", t + 1_000_000_000),

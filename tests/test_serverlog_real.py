@@ -111,7 +111,8 @@ def test_v1_stats_with_engine_index_and_process(tmp_path: Path) -> None:
 def test_v1_startup_hard_wrapped(tmp_path: Path) -> None:
     con, _ = ingest_log(VLLM / "vllm_v1_0.10.1.1_startup_gpuutil0.25_A100_dennislee22.log",
                         tmp_path, year=2025)  # fmt: skip
-    got = dict(rows(con, "SELECT kind, value FROM events WHERE value IS NOT NULL"))
+    got = dict(rows(con, "SELECT kind, value FROM events WHERE value IS NOT NULL "
+                         "AND kind NOT LIKE 'setting_%'"))  # fmt: skip
     assert got == {
         "startup_weights_load_s": 3.03,
         "startup_model_load_gib": 14.2488,
@@ -132,6 +133,14 @@ def test_v1_startup_hard_wrapped(tmp_path: Path) -> None:
     assert "Hugging Face generation config" in msg
     assert rows(con, "SELECT ts FROM events WHERE kind = 'startup_engine_init_s'") == [
         (ns("2025-09-04 01:04:32"),)
+    ]
+    # Line 3-4: `non-default args` cut by the terminal inside the model name (`'Qwe` / `n2-…`).
+    settings = rows(con, "SELECT line, kind, value, message FROM events "
+                         "WHERE kind LIKE 'setting_%' AND line = 3 ORDER BY kind")  # fmt: skip
+    assert settings == [
+        (3, "setting_gpu_memory_utilization", 0.25, "gpu_memory_utilization=0.25"),
+        (3, "setting_max_model_len", 16384.0, "max_model_len=16384"),
+        (3, "setting_model", None, "model=Qwen2-7B-Instruct"),
     ]
 
 

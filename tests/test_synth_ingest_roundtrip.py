@@ -71,9 +71,10 @@ class _RecordingGpuWriter(GpuWriter):
         self.scrapes: list[tuple[int, list[float]]] = []
         super().__init__(*args, **kwargs)
 
-    def _smi_line(self, row: dict) -> str:
-        self.rows.append(row)
-        return super()._smi_line(row)
+    def _smi_line(self, row: dict, gpu: int) -> str:
+        if gpu == 0:  # one GPU per row of samples (tensor parallel repeats it)
+            self.rows.append(row)
+        return super()._smi_line(row, gpu)
 
     def _scrape(self, t: int, last: dict) -> None:
         n = len(self.window)

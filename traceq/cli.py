@@ -273,6 +273,12 @@ def demo_cmd(dataset: str | None) -> None:
     metavar="START:END",
     help="Confine the fault to START–END seconds after the first arrival of a longer healthy run.",
 )
+@click.option(
+    "--hardware",
+    default="h100-8b",
+    show_default=True,
+    help="GPU and model profile (`traceq synth list`): h100-8b, a100-8b, l4-8b, h100x4-70b.",
+)
 def synth_cmd(
     scenario: str,
     out_dir: str | None,
@@ -282,12 +288,14 @@ def synth_cmd(
     convention: str,
     intensity: str | None,
     window: str | None,
+    hardware: str,
 ) -> None:
     """Simulate SCENARIO and write its traces, log, GPU samples and labels.json to -o.
 
     `traceq synth list` shows the scenarios. The same seed writes identical bytes.
     """
     from traceq.synth import CONVENTIONS, SCENARIOS, generate
+    from traceq.synth.hardware import PROFILES
 
     if scenario == "list":
         for name, sc in SCENARIOS.items():
@@ -295,11 +303,16 @@ def synth_cmd(
         click.echo("\nconventions (--convention):")
         for name, doc in CONVENTIONS.items():
             click.echo(f"  {name:20} {doc}")
+        click.echo("\nhardware (--hardware):")
+        for name, profile in PROFILES.items():
+            click.echo(f"  {name:20} {profile.description}")
         return
     if convention not in CONVENTIONS:
         raise Failure(f"unknown convention {convention!r}; run `traceq synth list`")
     if scenario not in SCENARIOS:
         raise Failure(f"unknown scenario {scenario!r}; run `traceq synth list`")
+    if hardware not in PROFILES:
+        raise Failure(f"unknown hardware {hardware!r}; run `traceq synth list`")
     if not out_dir:
         raise click.UsageError("missing option -o / --output")
     if (requests is not None and requests < 1) or (duration is not None and duration <= 0):
@@ -321,6 +334,7 @@ def synth_cmd(
             intensity=intensity,
             window=span,
             convention=convention,
+            hardware=hardware,
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None

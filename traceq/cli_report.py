@@ -217,11 +217,12 @@ def _summary(report) -> None:  # type: ignore[no-untyped-def]
     for name in MAIN_KPIS:
         k = BY_NAME[name]
         click.echo(f"  {k.label:32} {fmt.value(m.values.get(name), k.unit):>12}{_unit(k.unit)}")
-    new = [f for f, is_new in report.findings() if is_new]
+    incidents = report.incidents()
+    new = [i for i, is_new in incidents if is_new]
     if report.findings_note:
-        click.echo(f"findings: {report.findings_note}")
+        click.echo(f"incidents: {report.findings_note}")
     else:
-        click.echo(f"findings: {len(report.findings())} ({len(new)} new against the baseline)")
+        click.echo(f"incidents: {len(incidents)} ({len(new)} new against the baseline)")
     if report.baseline is None:
         return
     if report.load_shift:

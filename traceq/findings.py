@@ -39,6 +39,8 @@ class Cause:
     """For `not_applicable`: the data that would decide it."""
     see: str = ""
     """The playbook whose finding this cause is, if any (e.g. kv-pressure)."""
+    fixes: list[str] = field(default_factory=list)
+    """For `confirmed`: the cause's fixes, filled with the check's own figures."""
 
 
 @dataclass
@@ -75,6 +77,10 @@ class Finding:
     elapsed_s: float = 0.0
     see: str = ""
     """For a consequence (`warn`): the root playbook of its incident."""
+    gpu: dict[str, Any] | None = None
+    """For a playbook with GPU-spec parameters: the GPU and figures it used, and whether
+    they were measured (the data names the GPU), given (`--param`) or assumed
+    (traceq/playbooks/gpu.py)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -119,10 +125,13 @@ class Incident:
     fix: str = ""
     start_ns: int = 0
     end_ns: int = 0
+    tail: list[dict[str, Any]] = field(default_factory=list)
+    """What the window's slowest requests spent their time on (traceq/playbooks/tail.py)."""
 
 
 SCHEMA_VERSION = 2
-"""Of `Diagnosis.to_dict()` (`traceq diagnose --format json`): 2 added `incidents`."""
+"""Of `Diagnosis.to_dict()` (`traceq diagnose --format json`): 2 added `incidents` and
+`tail`."""
 
 
 @dataclass
@@ -138,6 +147,9 @@ class Diagnosis:
     elapsed_s: float
     time_range: dict[str, int | None] = field(default_factory=dict)
     incidents: list[Incident] = field(default_factory=list)
+    tail: list[dict[str, Any]] = field(default_factory=list)
+    """The run's p99 TTFT, TPOT and e2e and what their slowest requests spent their time on
+    (traceq/playbooks/tail.py)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION, **asdict(self)}
@@ -152,6 +164,17 @@ class Diagnosis:
             for i in data.get("incidents", [])
         ]
         return cls(**known)
+
+    def not_run(self) -> dict[str, list[str]]:
+        """The `not_applicable` playbooks grouped by the first input they lack (the engine
+        writes one "Add <needs> (found n, need m)" next check per unmet requirement)."""
+        groups: dict[str, list[str]] = {}
+        for f in self.findings:
+            if f.status == "not_applicable":
+                first = f.next_checks[0] if f.next_checks else f.message
+                need = first.removeprefix("Add ").removeprefix("not enough data: needs ")
+                groups.setdefault(need.split(" (found ")[0], []).append(f.id)
+        return groups
 
     def failing(self, threshold: str = "info") -> list[Incident]:
         """The incidents at or above `threshold` severity (what `--fail-on` exits 1 on)."""

@@ -21,6 +21,8 @@ from traceq import __version__
 from traceq.app import queries
 from traceq.app.queries import RequestFilter, TimeRange, Window
 from traceq.findings import Diagnosis, Finding, severity_rank
+from traceq.report import incidents
+from traceq.report.incidents import View
 from traceq.session import Session
 
 APP_ROW_CAP = 10_000
@@ -139,6 +141,13 @@ class Findings:
     def ranked(self) -> list[Finding]:
         """Failed and warned findings first, worst severity first, then the rest."""
         return rank(self.diagnosis.findings)
+
+    @property
+    def view(self) -> View:
+        """What the pages lead with: the incidents, worst first, their consequences folded
+        under them, and the playbooks that lacked their data on one line (the report's
+        traceq/report/incidents.py)."""
+        return incidents.view(self.diagnosis)
 
 
 def rank(findings: list[Finding]) -> list[Finding]:

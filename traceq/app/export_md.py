@@ -1,6 +1,8 @@
-"""One finding as Markdown for a postmortem document: message, causes, windows, evidence
-(its SQL, its table, its chart as a Vega-Lite spec), fixes and next checks. Plain text in,
-plain text out: the Findings page offers it as a download."""
+"""One incident or one finding as Markdown for a postmortem document: the incident's
+headline, what / impact / cause / change and its consequences, then its root finding's
+message, causes, windows, evidence (its SQL, its table, its chart as a Vega-Lite spec),
+fixes and next checks. Plain text in, plain text out: the Findings page offers it as a
+download."""
 
 from __future__ import annotations
 
@@ -10,9 +12,20 @@ from typing import Any
 from traceq.app import charts
 from traceq.app.state import format_ts
 from traceq.findings import Evidence, Finding
+from traceq.report.incidents import Block
+from traceq.report.render_md import incident_md
 
 TABLE_ROWS = 50
 """Evidence rows written per table (the evidence itself is already bounded by the engine)."""
+
+
+def incident(b: Block, *, dataset: str = "") -> str:
+    """`b` as a Markdown section: the incident as the report words it, then its root
+    finding in full."""
+    out = incident_md(b, "# ")
+    if b.root is not None:
+        out += ["", finding(b.root, dataset=dataset)]
+    return "\n".join(out).rstrip() + "\n"
 
 
 def finding(f: Finding, *, dataset: str = "") -> str:

@@ -16,9 +16,11 @@ still run):
 5. evidence queries (bounded tables) and example requests.
 
 Then the findings become incidents (traceq/playbooks/incidents.py): one root each, its
-consequences `warn`, ordered by impact.
+consequences `warn`, ordered by impact; and the run's tail, and each incident's, is
+explained (traceq/playbooks/tail.py).
 
-Parameters bind as DuckDB `$name` values: defaults from the file, overridden per playbook.
+Parameters bind as DuckDB `$name` values: defaults from the file, the measured GPU's spec
+for parameters that name one (traceq/playbooks/gpu.py), overridden per playbook.
 Queries go through an executor (traceq/playbooks/executor.py): a DuckDB `Session`, or Spark.
 """
 
@@ -32,7 +34,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from traceq.findings import Cause, Diagnosis, Evidence, Finding, severity_rank
-from traceq.playbooks import incidents, steps
+from traceq.playbooks import gpu, incidents, steps, tail
 from traceq.playbooks.executor import Executor
 from traceq.playbooks.model import CauseSpec, Playbook, Requirement
 from traceq.playbooks.rollups import materialise_rollups
@@ -75,16 +77,23 @@ def diagnose(
                 materialise_rollups(session)
         except QueryError as exc:  # playbooks then read the views themselves
             rollup_error = str(exc)
+        hw = gpu.measured(session)
         findings = []
         for pb in playbooks:
-            params = {**pb.defaults(), **options.overrides.get(pb.id, {})}
+            params, use = gpu.params_for(pb, hw, options.overrides.get(pb.id, {}))
             finding = run_playbook(session, pb, params, options)
+            gpu.cap(finding, use)
             finding.dataset_hash = digest
             if rollup_error and finding.status == "error":
                 finding.message += f" (rollups failed first: {rollup_error})"
             findings.append(finding)
         with steps.playbook("incidents"):
             grouped = incidents.build(session, findings, playbooks)
+        time_range = _time_range(session)
+        with steps.playbook("tail"):
+            run_tail = _run_tail(session, time_range)
+            for incident in grouped:
+                incident.tail = tail.explain(session, incident.start_ns, incident.end_ns)
     rank = {i.root: n for n, i in enumerate(grouped)}
     findings.sort(
         key=lambda f: (
@@ -101,8 +110,9 @@ def diagnose(
         traceq_version=_version(),
         started_at=started_at,
         elapsed_s=round(time.perf_counter() - t0, 3),
-        time_range=_time_range(session),
+        time_range=time_range,
         incidents=grouped,
+        tail=run_tail,
     )
 
 
@@ -160,7 +170,7 @@ def _run(
     more = f" (+{others} more window{'s' if others > 1 else ''})" if others else ""
     f.message = fmt(pb.message, {**params, **figures}) + more
     f.causes = rank_causes([check_cause(session, c, at) for c in pb.causes])
-    confirmed_fixes = [x for c in pb.causes for x in c.fixes if _confirmed(f.causes, c.id)]
+    confirmed_fixes = [x for c in f.causes for x in c.fixes]
     f.fixes = list(dict.fromkeys(confirmed_fixes + list(pb.fixes)))
     f.next_checks = list(pb.next_checks) + [
         f"To decide '{c.title}': {c.needs}" for c in f.causes if c.status == "not_applicable"
@@ -213,16 +223,14 @@ def check_cause(session: Executor, spec: CauseSpec, at: dict[str, Any]) -> Cause
     cause.strength = round(max(0.0, min(1.0, float(strength))), 3)
     cause.evidence = fmt(spec.evidence, {**at, **row})
     cause.status = "confirmed" if cause.strength >= spec.confirm_at else "not_confirmed"
+    if cause.status == "confirmed":
+        cause.fixes = [fmt(x, {**at, **row}) for x in spec.fixes]
     return cause
 
 
 def rank_causes(causes: list[Cause]) -> list[Cause]:
     """Confirmed first, then by strength (the check's support), never by file order."""
     return sorted(causes, key=lambda c: (CAUSE_ORDER[c.status], -c.strength))
-
-
-def _confirmed(causes: list[Cause], cid: str) -> bool:
-    return any(c.id == cid and c.status == "confirmed" for c in causes)
 
 
 def _row(session: Executor, step: str, sql: str, values: dict[str, Any]) -> dict[str, Any]:
@@ -252,6 +260,13 @@ def dataset_hash(session: Executor) -> str:
     """A short hash of the dataset's sources (their content hashes), stable across runs."""
     ids = sorted(str(s.get("source_id")) for s in session.manifest.get("sources", []))
     return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+
+
+def _run_tail(session: Executor, time_range: dict[str, int | None]) -> list[dict[str, Any]]:
+    start, end = time_range.get("start"), time_range.get("end")
+    if start is None or end is None:
+        return []
+    return tail.explain(session, start, end + 1)
 
 
 def _time_range(session: Executor) -> dict[str, int | None]:

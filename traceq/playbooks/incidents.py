@@ -8,8 +8,10 @@ or the edge's `sql` returns a `strength` of at least `confirm_at`. Overlap alone
 nothing. An explained finding becomes `warn` with `see` naming its incident's root; a
 failing finding that nothing explains is a root of its own. Each root makes one incident
 whose impact (traceq/sql/incident_impact.sql: requests that missed an SLO or failed inside
-the window, latency inside against outside) sets its severity, and incidents are ordered by
-it. The words (headline, summary) are `traceq/playbooks/story.py`'s.
+the window, latency inside against outside) sets its severity, raised to the root's own
+`severity_floor` figure when it has one (an engine that never started has no requests to
+miss an SLO), and incidents are ordered by it. The words (headline, summary) are
+`traceq/playbooks/story.py`'s.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from traceq.findings import Finding, Incident, Severity, severity_rank
+from traceq.findings import SEVERITIES, Finding, Incident, Severity, severity_rank
 from traceq.playbooks import story
 from traceq.playbooks.executor import Executor
 from traceq.playbooks.model import Edge, Playbook
@@ -175,6 +177,9 @@ def _incident(
     end = max(w["end"] for w in windows if "end" in w)
     impact = _impact(session, start, end, slo)
     severity = severity_of(impact)
+    floor = worst(root).get("severity_floor")
+    if floor in SEVERITIES and severity_rank(floor) > severity_rank(severity):
+        severity = floor  # the root's own figures know worse than its requests show
     root.severity = severity
     confirmed = [c for c in root.causes if c.status == "confirmed"]
     top = confirmed[0] if confirmed else None

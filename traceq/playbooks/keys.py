@@ -24,7 +24,7 @@ from traceq.playbooks.model import Issue
 
 _REQUIREMENT = {"sql": None, "needs": None, "min_rows": None}
 _QUERY = {"id": None, "title": None, "sql": None}
-_PARAM = {k: None for k in ("default", "unit", "doc", "reason", "min", "max")}
+_PARAM = {k: None for k in ("default", "unit", "doc", "reason", "min", "max", "gpu")}
 _CAUSE = {
     "id": None,
     "title": None,

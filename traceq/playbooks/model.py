@@ -25,6 +25,16 @@ BUILTINS = ("start", "end", "root_start", "root_end")
 """Bound by the engine: the window (ns) being explained; in an `explains` check, the
 consequence's window (`start`, `end`) and the root's (`root_start`, `root_end`)."""
 DOC_SECTIONS = ("what", "why")
+GPU_FIGURES = (
+    "hbm_gb_per_s",
+    "tflops_bf16",
+    "tflops_fp8",
+    "memory_gib",
+    "prefill_time",
+    "step_time",
+)
+"""What a parameter may take from the GPU the data names: a spec figure
+(traceq/hardware/gpus.csv), or a reference duration scaled to it (traceq/playbooks/gpu.py)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,9 @@ class Param:
     reason: str
     min: float | None = None
     max: float | None = None
+    gpu: str | None = None
+    """A GPU spec figure (`GPU_FIGURES`) that replaces the default when the data names the
+    GPU (traceq/playbooks/gpu.py); an override (`--param`) still wins."""
 
     def violation(self, value: Any) -> str | None:
         """Why `value` is not allowed for this parameter, or None when it is."""
@@ -272,6 +285,7 @@ class _Validator:
                 str(spec.get("reason") or ""),
                 min=self.bound(spec, "min", where),
                 max=self.bound(spec, "max", where),
+                gpu=self.gpu_figure(spec, where),
             )
             if param.min is not None and param.max is not None and param.min > param.max:
                 self.add(f"{where}.min", f"min {param.min:g} is above max {param.max:g}")
@@ -279,6 +293,16 @@ class _Validator:
                 self.add(f"{where}.default", problem)
             out[str(name)] = param
         return out
+
+    def gpu_figure(self, spec: dict, where: str) -> str | None:
+        """An optional `gpu:` of a parameter: the spec figure it takes from the GPU."""
+        value = spec.get("gpu")
+        if value is None:
+            return None
+        if value not in GPU_FIGURES:
+            self.add(f"{where}.gpu", f"{value!r} is not one of {', '.join(GPU_FIGURES)}")
+            return None
+        return str(value)
 
     def bound(self, spec: dict, key: str, where: str) -> float | None:
         """An optional `min` / `max` of a parameter: a number, else an issue."""

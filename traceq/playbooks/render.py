@@ -46,12 +46,7 @@ def summary_line(d: Diagnosis) -> str:
 def not_applicable_line(d: Diagnosis) -> str:
     """All N/A playbooks on one line, grouped by the input that would enable them:
     `not run, for lack of data: GPU samples (nvidia-smi or DCGM) → gpu-underutilized; …`."""
-    groups: dict[str, list[str]] = {}
-    for f in d.findings:
-        if f.status == "not_applicable":
-            need = f.message.removeprefix("not enough data: needs ").split("; ")[0]
-            need = need.split(" (found ")[0]
-            groups.setdefault(need, []).append(f.id)
+    groups = d.not_run()
     if not groups:
         return ""
     return "not run, for lack of data: " + "; ".join(
@@ -67,8 +62,12 @@ def render_text(d: Diagnosis, *, verbose: bool = False) -> str:
     for n, incident in enumerate(d.incidents, 1):
         out += _incident_block(n, incident, by_id)
     for f in d.findings:
-        if f.status == "error" or (verbose and f.status == "pass"):
+        alone = f.status == "warn" and not f.see  # a warning no incident holds
+        if alone or f.status == "error" or (verbose and f.status == "pass"):
             out.append(f"{LABEL[f.status]:5} {f.id}: {f.message}")
+    if d.tail:
+        out.append("TAIL of the run")
+        out += [f"  {m['line']}" for m in d.tail]
     na = not_applicable_line(d)
     if na:
         out.append(na)
@@ -96,6 +95,9 @@ def _incident_block(n: int, i: Incident, by_id: dict[str, Finding]) -> list[str]
                   if c.status == "not_applicable"]  # fmt: skip
     if i.fix:
         lines.append(f"  change: {i.fix}")
+    worst = incident_tail(i)
+    if worst:
+        lines.append(f"  tail:   {worst['line']}")
     for cid in i.consequences:
         f = by_id.get(cid)
         if f is not None:
@@ -103,6 +105,19 @@ def _incident_block(n: int, i: Incident, by_id: dict[str, Finding]) -> list[str]
     if root is not None and root.example_requests:
         lines.append(f"  examples: {', '.join(root.example_requests)}")
     return lines
+
+
+def incident_tail(i: Incident) -> dict[str, Any] | None:
+    """The incident's tail line for the metric it hurt most (p99 inside over outside)."""
+    if not i.tail:
+        return None
+
+    def ratio(m: dict[str, Any]) -> float:
+        inside = i.impact.get(f"{m['metric']}_p99_in_ms")
+        outside = i.impact.get(f"{m['metric']}_p99_out_ms")
+        return inside / outside if inside and outside else 0.0
+
+    return max(i.tail, key=ratio)
 
 
 def render_markdown(d: Diagnosis) -> str:
@@ -117,6 +132,7 @@ def render_markdown(d: Diagnosis) -> str:
     ]
     for n, i in enumerate(d.incidents, 1):
         out += ["", f"## Incident {n}: {i.title} (`{i.root}`, {i.severity})", "", i.summary, ""]
+        out += [f"- tail: {m['line']}" for m in i.tail]
         f = by_id.get(i.root)
         if f is None:
             continue
@@ -138,6 +154,8 @@ def render_markdown(d: Diagnosis) -> str:
             out += ["", f"**{e.title}**", "", *_table(e.columns, e.rows)]
         if f.example_requests:
             out += ["", "Example requests: " + ", ".join(f"`{r}`" for r in f.example_requests)]
+    if d.tail:
+        out += ["", "## The run's tail", ""] + [f"- {m['line']}" for m in d.tail]
     na = not_applicable_line(d)
     out += ["", "## Every playbook", ""] + ([na, ""] if na else [])
     out += ["| status | severity | playbook | finding |", "|---|---|---|---|"]

@@ -54,7 +54,11 @@ def impact_sentence(impact: dict[str, Any]) -> str:
     outside = bool(impact.get("requests_out"))
     parts = []
     n = impact.get("requests_in")
-    if n:
+    if n and not impact.get("missed_in"):
+        parts.append(
+            fmt("{requests_in:n} requests arrived in the window, none missed an SLO", impact)
+        )
+    elif n:
         attained = "[ ({attained_in:.0%} met every SLO[ against {attained_out:.0%} outside])]"
         parts.append(fmt("{requests_in:n} requests arrived in the window" + attained, impact))
     if impact.get("failed_in"):

@@ -1,6 +1,8 @@
 """Baseline files (`--save-baseline`, `--baseline`): one JSON document with the KPIs, the
 bounded samples the comparison resamples, the scales that turn a sample mean into a KPI, the
-dataset's hash and time range, the traceq version and the failed findings' ids."""
+dataset's hash and time range, the traceq version and the incidents the playbooks found
+(`Diagnosis.failing()`: one per root cause, its consequences named under it, never counted
+apart)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import orjson
 import polars as pl
 
 from traceq.findings import Diagnosis
+from traceq.report.incidents import view
 from traceq.report.measure import Measurement
 
 KIND = "traceq-baseline"
@@ -33,20 +36,40 @@ def _columns(frame: pl.DataFrame) -> dict[str, list[Any]]:
     return out
 
 
-def failed_findings(diagnosis: Diagnosis | None) -> list[dict[str, str]]:
-    """id, severity and title of the findings that failed or warned."""
+def failing_incidents(diagnosis: Diagnosis | None) -> list[dict[str, Any]]:
+    """The incidents of `diagnosis` (`Diagnosis.failing()`, worst first, as the report shows
+    them: incidents.view): root, root cause, severity, title, window and consequences."""
     if diagnosis is None:
         return []
     return [
-        {"id": f.id, "severity": f.severity, "title": f.title, "status": f.status}
-        for f in diagnosis.findings
-        if f.failed
+        {
+            "root": i.root,
+            "root_cause": i.root_cause,
+            "severity": i.severity,
+            "title": i.title,
+            "start": i.start,
+            "end": i.end,
+            "consequences": list(i.consequences),
+        }
+        for i in (b.incident for b in view(diagnosis).blocks)
     ]
+
+
+def known_roots(doc: dict[str, Any] | None) -> set[str] | None:
+    """The incident roots of a baseline document, to tell new incidents from known ones; None
+    when there is no baseline or its playbooks did not run (then nothing is new). A baseline
+    written before incidents existed lists its failed and warned findings instead."""
+    if doc is None or not doc.get("findings_evaluated", True):
+        return None
+    if "incidents" in doc:
+        return {i["root"] for i in doc["incidents"]}
+    return {f["id"] for f in doc.get("findings", [])}
 
 
 def to_baseline(m: Measurement, diagnosis: Diagnosis | None) -> dict[str, Any]:
     """The baseline document of a measurement; `diagnosis` None when the playbooks did not run
-    (then no later finding counts as new against it)."""
+    (then no later incident counts as new against it)."""
+    incidents = failing_incidents(diagnosis)
     return {
         "kind": KIND,
         "format_version": FORMAT_VERSION,
@@ -60,7 +83,12 @@ def to_baseline(m: Measurement, diagnosis: Diagnosis | None) -> dict[str, Any]:
         "scales": m.scales,
         "context": m.context,
         "findings_evaluated": diagnosis is not None,
-        "findings": failed_findings(diagnosis),
+        "incidents": incidents,
+        # the roots, in the shape baselines had before incidents (id, severity, title, status)
+        "findings": [
+            {"id": i["root"], "severity": i["severity"], "title": i["title"], "status": "fail"}
+            for i in incidents
+        ],
         "samples": {name: _columns(frame) for name, frame in m.samples.items()},
     }
 

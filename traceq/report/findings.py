@@ -2,6 +2,7 @@
 
 The engine (`traceq.playbooks`, branch `playbooks`) is imported lazily; while it is absent
 the report gets an empty `Diagnosis` with a note, so the rest of the report works without it.
+What the report shows of the diagnosis is incidents.py's `view`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from traceq import __version__
-from traceq.findings import Diagnosis, Finding, severity_rank
+from traceq.findings import Diagnosis
 from traceq.session import Session
 
 ENGINE_MODULE = "traceq.playbooks"
@@ -53,11 +54,3 @@ def _empty(session: Session, dataset_hash: str, started: float) -> Diagnosis:
         started_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         elapsed_s=time.perf_counter() - started,
     )
-
-
-def ordered(findings: list[Finding], baseline_ids: set[str] | None) -> list[tuple[Finding, bool]]:
-    """The failed / warned findings, each with "new against the baseline": new ones first,
-    then by severity (worst first). Without a baseline nothing is new."""
-    shown = [f for f in findings if f.failed]
-    tagged = [(f, baseline_ids is not None and f.id not in baseline_ids) for f in shown]
-    return sorted(tagged, key=lambda t: (not t[1], -severity_rank(t[0].severity), t[0].id))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from traceq.playbooks.words import duration_ms
 from traceq.report.compare import Change
 
 
@@ -40,7 +41,27 @@ def delta(c: Change) -> str:
         if not text.startswith("-"):
             text = "+" + text
     if c.rel is not None and c.unit != "ratio":
-        text += f" ({c.rel * 100:+.1f} %)"
+        text += f" ({c.rel * 100:+,.1f} %)"
+    return text
+
+
+def spoken(c: Change) -> str:
+    """The change for a sentence, in the unit a person reads it in: `+15.6 s (+39,602 %)`,
+    `-68.75 pt`, `+0.52 req/s (+12 %)`."""
+    if c.delta is None:
+        return "not measured in both runs"
+    if c.unit == "ratio":
+        return f"{c.delta * 100:+.2f} pt"
+    if c.unit == "ms":
+        text = ("+" if c.delta >= 0 else "") + duration_ms(c.delta)
+    elif c.unit == "USD":
+        text = ("+" if c.delta >= 0 else "-") + f"${abs(c.delta):,.3f}"
+    else:
+        text = value(c.delta, c.unit)
+        text = ("" if text.startswith("-") else "+") + text
+        text += "" if c.unit == "count" else f" {c.unit}"
+    if c.rel is not None:
+        text += f" ({c.rel * 100:+,.0f} %)"
     return text
 
 

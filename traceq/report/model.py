@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from traceq.findings import Diagnosis, Finding
-from traceq.report.baseline import failed_findings, load_baseline, to_baseline
+from traceq.findings import Diagnosis, Finding, Incident
+from traceq.report.baseline import failing_incidents, known_roots, load_baseline, to_baseline
 from traceq.report.compare import Change, compare, workload_shift
-from traceq.report.findings import diagnose, ordered
+from traceq.report.findings import diagnose
+from traceq.report.incidents import View, view
 from traceq.report.measure import DEFAULT_GPU_HOUR_USD, SAMPLE_CAP, Measurement, measure
 from traceq.report.thresholds import Thresholds, load_thresholds
 from traceq.session import Session
@@ -53,12 +54,19 @@ class Report:
     def improved(self) -> list[Change]:
         return [c for c in self.changes if c.verdict == "improved"]
 
+    def view(self) -> View:
+        """The diagnosis as the report shows it: incidents worst first, each marked new when
+        its root is not among the baseline's incidents (traceq/report/incidents.py)."""
+        return view(self.diagnosis, known_roots(self.baseline))
+
+    def incidents(self) -> list[tuple[Incident, bool]]:
+        """`Diagnosis.failing()`, worst first, each with "new against the baseline"."""
+        return [(b.incident, b.new) for b in self.view().blocks]
+
     def findings(self) -> list[tuple[Finding, bool]]:
-        """Failed / warned findings with "new against the baseline", new ones first."""
-        ids = None
-        if self.baseline is not None and self.baseline.get("findings_evaluated", True):
-            ids = {f["id"] for f in self.baseline.get("findings", [])}
-        return ordered(self.diagnosis.findings, ids)
+        """The root finding of each incident, worst first, with "new against the baseline";
+        consequences are not listed (they are named under their incident)."""
+        return [(b.root, b.new) for b in self.view().blocks if b.root is not None]
 
     def baseline_doc(self) -> dict[str, Any]:
         """This run as a baseline for later runs (`--save-baseline`)."""
@@ -69,6 +77,7 @@ class Report:
         """The JSON report (`-o report.json`): everything but the samples and charts."""
         m = self.measurement
         base = self.baseline
+        shown = self.view()
         return {
             "kind": "traceq-report",
             "dataset": m.dataset,
@@ -81,7 +90,9 @@ class Report:
             "context": m.context,
             "phases": m.phases.to_dicts(),
             "findings_note": self.findings_note,
+            "incidents": [{**asdict(b.incident), "new": b.new} for b in shown.blocks],
             "findings": [{**f.to_dict(), "new": new} for f, new in self.findings()],
+            "not_run": shown.not_run,
             "baseline": None
             if base is None
             else {
@@ -90,6 +101,7 @@ class Report:
                 "time_range": base.get("time_range"),
                 "traceq_version": base.get("traceq_version"),
                 "measured_at": base.get("measured_at"),
+                "incidents": base.get("incidents", []),
                 "findings": base.get("findings", []),
             },
             "comparison": [c.to_dict() for c in self.changes],
@@ -139,4 +151,4 @@ def build_report(
     return Report(m, diagnosis, note, thresholds, baseline, changes, shift, not note)
 
 
-__all__ = ["Report", "ReportOptions", "build_report", "failed_findings"]
+__all__ = ["Report", "ReportOptions", "build_report", "failing_incidents"]

@@ -10,6 +10,7 @@ import polars as pl
 
 from traceq.report import fmt
 from traceq.report.charts import Chart
+from traceq.report.incidents import sentence
 from traceq.report.kpis import BY_NAME, KPIS, MAIN_KPIS
 from traceq.report.model import Report
 
@@ -27,11 +28,17 @@ table{border-collapse:collapse;font-size:13px;margin:6px 0}th,td{padding:3px 10p
 border-bottom:1px solid #eee;text-align:right;vertical-align:top}th{background:#f6f6f6}
 td.l,th.l{text-align:left}.regressed{color:#a11;font-weight:bold}.improved{color:#1e6b34}
 .unchanged,.na{color:#777}.tag{display:inline-block;font-size:11px;padding:0 6px;
-border-radius:3px;background:#a11;color:#fff;margin-right:4px}.sev{font-size:11px;color:#555}
+border-radius:3px;background:#a11;color:#fff;margin-right:4px}
 figure{margin:10px 0 18px}figcaption{color:#666;font-size:12px}.tiles{display:flex;
 flex-wrap:wrap;gap:10px}.tile{border:1px solid #ddd;border-radius:4px;padding:8px 12px;
 min-width:130px}.tile b{display:block;font-size:18px}.tile span{font-size:11px;color:#666}
 code{font-size:12px;background:#f4f4f4;padding:0 3px}
+.incident{border-left:4px solid #ccc;padding:2px 0 2px 12px;margin:12px 0}
+.badge{font-size:11px;padding:0 6px;border-radius:3px;color:#fff;margin-right:6px;
+background:#777}.b-critical,.b-high{background:#a11}.b-medium{background:#c60}
+.b-low{background:#1f4f8a}
+.when{margin:2px 0 6px;color:#444}table.story td{border:0;padding:1px 10px 1px 0}
+table.story td:first-child{color:#666;width:80px}.consequences{margin:2px 0;color:#444}
 """
 
 
@@ -103,7 +110,7 @@ def _headline(r: Report) -> str:
         return '<div class="verdict info">No baseline given: KPIs of this run only.</div>'
     if r.regressed:
         shown = r.regressed[:HEADLINE_KPIS]
-        names = ", ".join(f"{c.label} {fmt.delta(c)}" for c in shown)
+        names = ", ".join(f"{c.label} {fmt.spoken(c)}" for c in shown)
         more = len(r.regressed) - len(shown)
         names += f" and {more} more (KPI table)" if more > 0 else ""
         return (
@@ -116,34 +123,49 @@ def _headline(r: Report) -> str:
     )
 
 
-def _findings(r: Report) -> str:
-    items = r.findings()
-    parts = []
-    if r.findings_note:
-        parts.append(f'<p class="meta">{escape(r.findings_note)}</p>')
-    if not items:
-        parts.append("<p>No failed or warning finding.</p>")
-        return "".join(parts)
-    for f, new in items:
-        tag = '<span class="tag">NEW</span>' if new else ""
+def _incidents(r: Report) -> str:
+    """One block per incident, worst first (traceq/report/incidents.py), as render_md's."""
+    v = r.view()
+    parts = [f'<p class="meta">{escape(r.findings_note)}</p>'] if r.findings_note else []
+    parts.append(f"<p>{escape(sentence(v.counts))}.</p>")
+    for n, b in enumerate(v.blocks, 1):
+        i = b.incident
+        tag = '<span class="tag">NEW</span>' if b.new else ""
+        sev = f'<span class="badge b-{escape(i.severity)}">{escape(i.severity)}</span>'
         parts.append(
-            f"<h3>{tag}{escape(f.title)} <span class='sev'>({escape(f.severity)}, "
-            f"{escape(f.status)}, <code>{escape(f.id)}</code>)</span></h3>"
-            f"<p>{escape(f.message)}</p>"
+            f'<div class="incident"><h3>{tag}{sev} Incident {n} · {escape(i.title)} '
+            f"<code>{escape(i.root)}</code></h3>"
+            + (f'<p class="when">{escape(sentence(b.when))}</p>' if b.when else "")
+            + '<table class="story">'
+            + "".join(_row([k, escape(x)], ["l", "l"]) for k, x in b.story)
+            + "</table>"
         )
-        causes = sorted(f.causes, key=lambda c: -c.strength)
-        if causes:
+        if b.consequences:
             parts.append(
-                "<ul>"
+                "<p class='meta'>Explained by this incident (not separate failures):</p>"
+                "<ul class='consequences'>"
                 + "".join(
-                    f"<li>{escape(c.title)} — {escape(c.status)}"
-                    f"{': ' + escape(c.evidence) if c.evidence else ''}</li>"
-                    for c in causes[:3]
+                    f"<li>└ <code>{escape(c.id)}</code> ({escape(c.status)}, see "
+                    f"<code>{escape(i.root)}</code>): {escape(c.message)}</li>"
+                    for c in b.consequences
                 )
                 + "</ul>"
             )
-        if f.fixes:
-            parts.append("<p><b>Fixes:</b> " + escape("; ".join(f.fixes)) + "</p>")
+        if b.examples:
+            codes = ", ".join(f"<code>{escape(x)}</code>" for x in b.examples)
+            parts.append(f"<p class='meta'>Example requests: {codes}</p>")
+        parts.append("</div>")
+    for title, found in (
+        ("Warnings that no incident holds", v.warnings),
+        ("Playbooks that errored (their checks did not run)", v.errors),
+    ):
+        if found:
+            items = "".join(
+                f"<li><code>{escape(f.id)}</code>: {escape(f.message)}</li>" for f in found
+            )
+            parts.append(f"<p>{title}:</p><ul>{items}</ul>")
+    if v.not_run_line:
+        parts.append(f'<p class="meta">{escape(sentence(v.not_run_line))}.</p>')
     return "".join(parts)
 
 
@@ -235,7 +257,7 @@ def render_html(r: Report, charts: list[Chart]) -> str:
         _headline(r),
         _load_note(r),
         _tiles(r),
-        "<h2>Findings</h2>" + _findings(r),
+        "<h2>Incidents</h2>" + _incidents(r),
         "<h2>KPIs</h2>" + _kpi_table(r),
         "<p class='meta'>Latency percentiles are linear (docs/METRICS.md); a KPI regresses when "
         "the change passes its absolute and relative thresholds and the bootstrap interval "

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from traceq.report import fmt
 from traceq.report.charts import Chart
+from traceq.report.incidents import Block, View, sentence
 from traceq.report.kpis import KPIS
 from traceq.report.model import Report
 
@@ -19,6 +20,41 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return out
+
+
+def incidents_md(v: View, note: str = "") -> list[str]:
+    """One block per incident, worst first (`incident_md`); then the playbooks that errored
+    and, on one line, those that lacked their data."""
+    lines = [f"_{note}_", ""] if note else []
+    lines.append(sentence(v.counts) + ".")
+    for n, b in enumerate(v.blocks, 1):
+        lines += ["", *incident_md(b, f"### {'**NEW** ' if b.new else ''}Incident {n} ")]
+    if v.warnings:
+        lines += ["", "Warnings that no incident holds:", ""]
+        lines += [f"- `{f.id}`: {_cell(f.message)}" for f in v.warnings]
+    if v.errors:
+        lines += ["", "Playbooks that errored (their checks did not run):", ""]
+        lines += [f"- `{f.id}`: {_cell(f.message)}" for f in v.errors]
+    if v.not_run_line:
+        lines += ["", sentence(v.not_run_line) + "."]
+    return lines
+
+
+def incident_md(b: Block, heading: str = "### ") -> list[str]:
+    """One incident: severity, title, when and how many requests it let down; what, impact,
+    cause, change; its consequences folded under it; example requests."""
+    i = b.incident
+    lines = [f"{heading}[{i.severity}] {i.title} (`{i.root}`)", ""]
+    if b.when:
+        lines += [sentence(b.when) + ".", ""]
+    lines += [f"- **{sentence(label)}:** {_cell(text)}" for label, text in b.story]
+    if b.consequences:
+        lines.append("- **Explained by this incident** (not separate failures):")
+        lines += [f"  - └ `{c.id}` ({c.status}, see `{i.root}`): {_cell(c.message)}"
+                  for c in b.consequences]  # fmt: skip
+    if b.examples:
+        lines.append("- **Example requests:** " + ", ".join(f"`{x}`" for x in b.examples))
+    return lines
 
 
 def render_md(r: Report, charts: list[Chart], chart_dir: str | None) -> str:
@@ -43,7 +79,7 @@ def render_md(r: Report, charts: list[Chart], chart_dir: str | None) -> str:
         if r.regressed:
             lines.append(
                 f"**REGRESSION in {len(r.regressed)} KPI(s):** "
-                + ", ".join(f"{c.label} {fmt.delta(c)}" for c in r.regressed)
+                + ", ".join(f"{c.label} {fmt.spoken(c)}" for c in r.regressed)
             )
         else:
             lines.append(f"**No regression** against the baseline ({len(r.improved)} improved).")
@@ -53,17 +89,7 @@ def render_md(r: Report, charts: list[Chart], chart_dir: str | None) -> str:
                 f"_The load differs from the baseline's: {', '.join(r.load_shift)}. "
                 "KPI changes may come from the load, not from the release._",
             ]
-    lines += ["", "## Findings", ""]
-    if r.findings_note:
-        lines += [f"_{r.findings_note}_", ""]
-    items = r.findings()
-    if not items:
-        lines.append("No failed or warning finding.")
-    for f, new in items:
-        lines.append(
-            f"- {'**NEW** ' if new else ''}**{f.title}** ({f.severity}, {f.status}, "
-            f"`{f.id}`): {f.message}"
-        )
+    lines += ["", "## Incidents", "", *incidents_md(r.view(), r.findings_note)]
     changes = {c.kpi: c for c in r.changes}
     lines += ["", "## KPIs", ""]
     if changes:

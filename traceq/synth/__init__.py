@@ -19,6 +19,8 @@ import orjson
 from traceq.synth.config import Scenario
 from traceq.synth.engine import NS, Request, StepInfo, window_ns
 from traceq.synth.faults import ClientView, injected, summary
+from traceq.synth.hardware import DEFAULT as DEFAULT_HARDWARE
+from traceq.synth.hardware import PROFILES, on_hardware
 from traceq.synth.scenarios import SAMPLE_SCENARIOS, SCENARIOS
 from traceq.synth.sim import Collect, RunInfo, plan, simulate
 from traceq.synth.variants import (
@@ -123,6 +125,7 @@ def generate(
     convention: str = "traceq",
     intensity: str | None = None,
     window: tuple[float, float] | None = None,
+    hardware: str = DEFAULT_HARDWARE,
 ) -> dict:
     """Simulate a scenario and write its files into `out_dir`; returns the labels dict.
 
@@ -130,7 +133,8 @@ def generate(
     (`CONVENTIONS` in traceq/synth/write_conventions.py). `intensity`: mild / medium /
     strong (None: strong, the committed samples); `window`: (start, end) seconds after the
     first arrival that every fault is confined to, inside the arrival span (raise `requests`
-    or `duration_s` for a long healthy run around it).
+    or `duration_s` for a long healthy run around it). `hardware`: a profile of
+    traceq/synth/hardware.py (the GPU, model size and tensor parallelism).
     """
     if convention not in CONVENTIONS:
         msg = f"unknown convention {convention!r}; known: {', '.join(CONVENTIONS)}"
@@ -139,6 +143,10 @@ def generate(
         sc = name
     else:
         sc = scenario(name, requests, duration_s, intensity, window, seed)
+    if hardware not in PROFILES:
+        msg = f"unknown hardware {hardware!r}; known: {', '.join(PROFILES)}"
+        raise KeyError(msg)
+    sc = on_hardware(sc, hardware)
     info, _ = plan(sc, seed)  # the clock, before simulating
     if window is not None and window[1] * NS > info.span_ns:
         msg = (
@@ -176,6 +184,8 @@ def generate(
     labels = _labels(sc, seed, info, summary, client is not None)
     if convention != "traceq":  # the default leaves labels.json (and sample_traces/) as it was
         labels["otel_convention"] = convention
+    if hardware != DEFAULT_HARDWARE:
+        labels["hardware"] = hardware
     labels["truth"]["stats_lines"] = len(log.stats)
     (out / FILES["labels"]).write_bytes(
         orjson.dumps(labels, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"

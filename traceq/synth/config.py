@@ -26,6 +26,8 @@ class EngineConfig:
 
     model: str = "meta-llama/Llama-3.1-8B-Instruct"
     gpu_name: str = "NVIDIA H100 80GB HBM3"
+    tensor_parallel_size: int = 1  # GPUs the engine spans; each logs and is sampled alike
+    kv_kib_per_token: float = 128.0  # K and V of all layers, per GPU
     host: str = "gpu-node-0"
     kv_budget_tokens: int = 400_000  # GPU KV cache size: (mem × util − weights) / KV bytes/token
     max_num_seqs: int = 256

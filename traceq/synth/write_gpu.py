@@ -94,7 +94,9 @@ class GpuWriter:
         self.smi: BinaryIO = open(smi_path, "wb")  # noqa: SIM115 - closed in close()
         self.dcgm: BinaryIO = open(dcgm_path, "wb")  # noqa: SIM115
         self.noise = rng(seed, "gpu")
-        self.uuid = "GPU-" + _uuid(rng(seed, "gpu-uuid"))
+        # one UUID per GPU of the engine (tensor parallel: every rank steps together)
+        uuid_rng = rng(seed, "gpu-uuid")
+        self.uuids = ["GPU-" + _uuid(uuid_rng) for _ in range(cfg.tensor_parallel_size)]
         self.throttle_clock = throttle_clock_mhz
         self.sec = t0 // NS  # next second to write
         self.bins: dict[int, list[float]] = {}  # second → [busy, prefill busy, throttled, tokens]
@@ -160,7 +162,7 @@ class GpuWriter:
         out = []
         while self.sec < sec_end:
             row = self._sample(self.sec)
-            out.append(self._smi_line(row))
+            out += [self._smi_line(row, i) for i in range(len(self.uuids))]
             self.window.append(
                 [
                     row[k]
@@ -184,13 +186,14 @@ class GpuWriter:
         if out:
             self.smi.write("".join(out).encode())
 
-    def _smi_line(self, row: dict) -> str:
-        ts = row["ts"]
+    def _smi_line(self, row: dict, gpu: int) -> str:
+        ts = row["ts"] + gpu * 1_000_000  # nvidia-smi reads the GPUs one after another
         ms = (ts // 1_000_000) % 1000
         when = time.strftime("%Y/%m/%d %H:%M:%S", time.gmtime(ts // NS)) + f".{ms:03d}"
         c = self.cfg
         return (
-            f"{when}, 0, {c.gpu_name}, {self.uuid}, {row['util_gpu']} %, {row['util_mem']} %, "
+            f"{when}, {gpu}, {c.gpu_name}, {self.uuids[gpu]}, {row['util_gpu']} %, "
+            f"{row['util_mem']} %, "
             f"{row['fb_used_mib']} MiB, {c.fb_total_mib} MiB, {row['power_w']:.2f} W, "
             f"{row['temp_c']}, {row['sm_clock_mhz']} MHz\n"
         )
@@ -220,19 +223,18 @@ class GpuWriter:
             "DCGM_FI_PROF_PCIE_TX_BYTES": str(round(tx)),
             "DCGM_FI_PROF_PCIE_RX_BYTES": str(round(rx)),
         }
-        labels = (
-            f'gpu="0",UUID="{self.uuid}",pci_bus_id="00000000:18:00.0",device="nvidia0",'
-            f'modelName="{c.gpu_name}",Hostname="{c.host}",DCGM_FI_DRIVER_VERSION="{DRIVER}"'
-        )
+        labels = [
+            f'gpu="{i}",UUID="{uuid}",pci_bus_id="00000000:{0x18 + i:02X}:00.0",'
+            f'device="nvidia{i}",modelName="{c.gpu_name}",Hostname="{c.host}",'
+            f'DCGM_FI_DRIVER_VERSION="{DRIVER}"'
+            for i, uuid in enumerate(self.uuids)
+        ]
         iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t // NS)) + "Z"
         ms = t // 1_000_000
         out = [f"# ts={iso}"]
         for name, kind, doc in _DCGM:
-            out += [
-                f"# HELP {name} {doc}",
-                f"# TYPE {name} {kind}",
-                f"{name}{{{labels}}} {values[name]} {ms}",
-            ]
+            out += [f"# HELP {name} {doc}", f"# TYPE {name} {kind}"]
+            out += [f"{name}{{{label}}} {values[name]} {ms}" for label in labels]
         self.dcgm.write(("\n".join(out) + "\n").encode())
 
     def close(self, t_end: int) -> None:

@@ -53,7 +53,7 @@ def startup_lines(sc: Scenario, t_ready: int) -> list[tuple[int, str]]:
     c = sc.engine
     m = c.model
     s = NS
-    kv_gib = c.kv_budget_tokens * 131072 / (1 << 30)
+    kv_gib = c.kv_budget_tokens * c.kv_kib_per_token * 1024 / (1 << 30)
     blocks = c.kv_budget_tokens // 16
     conc = c.kv_budget_tokens / c.max_model_len
     out = [
@@ -74,7 +74,13 @@ def startup_lines(sc: Scenario, t_ready: int) -> list[tuple[int, str]]:
                 "utils.py:326",
                 "non-default args: {'model_tag': "
                 f"'{m}', 'model': '{m}', 'max_model_len': {c.max_model_len}, 'max_num_seqs': "
-                f"{c.max_num_seqs}, 'gpu_memory_utilization': {c.gpu_memory_utilization}}}",
+                f"{c.max_num_seqs}, 'gpu_memory_utilization': {c.gpu_memory_utilization}"
+                + (
+                    f", 'tensor_parallel_size': {c.tensor_parallel_size}"
+                    if c.tensor_parallel_size > 1
+                    else ""
+                )
+                + "}",
             ),
         ),
         (
@@ -104,7 +110,8 @@ def startup_lines(sc: Scenario, t_ready: int) -> list[tuple[int, str]]:
             f"Initializing a V1 LLM engine (v0.10.1.1) with config: model='{m}', "
             f"speculative_config=None, tokenizer='{m}', skip_tokenizer_init=False, "
             "tokenizer_mode=auto, revision=None, trust_remote_code=False, dtype=torch.bfloat16, "
-            f"max_seq_len={c.max_model_len}, tensor_parallel_size=1, pipeline_parallel_size=1, "
+            f"max_seq_len={c.max_model_len}, tensor_parallel_size={c.tensor_parallel_size}, "
+            "pipeline_parallel_size=1, "
             "quantization=None, enforce_eager=False, "
             f"kv_cache_dtype=auto, seed=0, served_model_name={m}, "
             f"enable_prefix_caching={c.prefix_caching}, "

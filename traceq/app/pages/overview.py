@@ -1,8 +1,9 @@
-"""Overview: the KPIs of the window, the findings by severity, the time range and sources."""
+"""Overview: the KPIs of the window, the incidents worst first, the time range and sources."""
 
 import streamlit as st
 
 from traceq.app import charts, data, sidebar, state, ui
+from traceq.report.incidents import sentence
 
 ctx = ui.context()
 targets = sidebar.targets()
@@ -72,22 +73,27 @@ with left:
         )
         ui.brushable(chart, "overview_latency", ctx.window)
 with right:
-    st.subheader("Findings")
+    st.subheader("Incidents")
     findings = data.load_findings(ctx.dataset, state.cli_args().findings)
     if findings.note:
         st.info(findings.note)
-    failed = [f for f in findings.ranked if f.failed]
-    if not failed and not findings.note:
-        st.success(f"No finding fails ({len(findings.diagnosis.findings)} playbooks ran).")
-    for f in failed[:6]:
+    view = findings.view
+    if not view.blocks and not findings.note:
+        st.success(f"No incident ({view.tally}).")
+    for b in view.blocks[:6]:
+        i = b.incident
         st.markdown(
-            f"**:{ui.SEVERITY_COLOR.get(f.severity, 'gray')}-badge[{f.severity}]** "
-            f"**{f.title}**  \n{f.message}"
-        )
-    if failed:
+            f"**:{ui.SEVERITY_COLOR.get(i.severity, 'gray')}-badge[{i.severity}]** "
+            f"**{i.title}**  \n{sentence(b.when)}"
+            + (f"  \nExplains {', '.join(f'`{c.id}`' for c in b.consequences)}"
+               if b.consequences else "")
+        )  # fmt: skip
+    if view.not_run_line:
+        st.caption(sentence(view.not_run_line) + ".")
+    if view.blocks:
         st.page_link(
             ui.PAGES / "findings.py",
-            label=f"Open the findings ({len(failed)})",
+            label=f"Open the incidents ({len(view.blocks)})",
             icon=":material/arrow_forward:",
         )
 

@@ -53,6 +53,7 @@ _STORED = {
     "long",
     "stats_fragment",
     "bad_timestamp",
+    "settings",
     *(m.name for m in ev.MILESTONES),
     *(name for name, _ in ev.FAILURES),
 }

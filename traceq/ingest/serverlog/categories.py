@@ -12,7 +12,7 @@ import re
 import polars as pl
 
 from traceq.ingest.serverlog import patterns as p
-from traceq.ingest.serverlog.events import FAILURES, MILESTONES
+from traceq.ingest.serverlog.events import FAILURES, KV_RETRIEVED, MILESTONES
 
 _PROCS = r"^(?:\([^()]*\) )+"
 
@@ -23,6 +23,7 @@ _STARTS: tuple[tuple[str, str], ...] = (
     ("received", r"Received request "),
     ("lifecycle", r"(?:Added|Finished|Aborted) request "),
     ("preemption", r"Sequence group \S+ is preempted by"),
+    ("settings", p.SETTINGS_START),
     *((m.name, m.start) for m in MILESTONES),
 )
 # One anchored pass finds which start a message has (group 1: the start's own text).
@@ -38,8 +39,9 @@ _QUICK_STARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("stats", ("Avg prompt throughput:",)),
 )
 _QUICK_ENGINE_STATS = r"^Engine [0-9]+: Avg prompt throughput:"
-# Rarer text found anywhere in a message: failures and shutdown (one pass, few matches).
-_ANYWHERE = "|".join(pattern for _, pattern in FAILURES)
+# Rarer text found anywhere in a message: failures, shutdown and KV-connector loads (one
+# pass, few matches).
+_ANYWHERE = "|".join([*(pattern for _, pattern in FAILURES), KV_RETRIEVED])
 
 
 _OWN_CATEGORY = ("http", "long", "binary", "third_party")
@@ -112,13 +114,20 @@ def _raw_text(own_stamp: pl.Series) -> pl.Expr:
     return pl.when(own_stamp).then(pl.col("msg")).otherwise(pl.col("clean").str.replace(_PROCS, ""))
 
 
+def _retrieved(text: pl.Expr) -> pl.Expr:
+    """LMCache's `Retrieved R out of N`: `kv_load_failed` when R < N, else `kv_retrieve`."""
+    g = text.str.extract_groups(KV_RETRIEVED)
+    short = g.struct.field("got").cast(pl.Int64) < g.struct.field("want").cast(pl.Int64)
+    return pl.when(short).then(pl.lit("kv_load_failed")).otherwise(pl.lit("kv_retrieve"))
+
+
 def _residual_cats(sub: pl.DataFrame) -> pl.Series:
     """Category of records no message start decided (errors, warnings, other output): the
     first rule that holds. A rule's pattern runs only on the records still undecided that
     pass its cheap column test, not on every record."""
     kind, level, msg, text = pl.col("kind"), pl.col("level"), pl.col("msg"), pl.col("text_")
     vllm = kind == "vllm"
-    raw = kind.is_in(("process_output", "other", "exception"))
+    raw = kind.is_in(("process_output", "other", "exception", "lmcache"))
     error = vllm & level.is_in(("ERROR", "CRITICAL"))
     startup = text.str.contains("Application startup complete", literal=True)
     rules: list[tuple[pl.Expr, pl.Expr | None, pl.Expr]] = [
@@ -129,6 +138,7 @@ def _residual_cats(sub: pl.DataFrame) -> pl.Series:
             (pl.col("_fails"), text.str.contains(pattern), pl.lit(name))
             for name, pattern in FAILURES
         ),
+        (pl.col("_fails"), text.str.contains(KV_RETRIEVED), _retrieved(text)),
         (kind == "uvicorn", None, pl.when(startup).then(pl.lit("startup_ready"))),
         (kind == "uvicorn", None, pl.lit("uvicorn")),
         (error, None, pl.lit("error")),

@@ -1,5 +1,6 @@
-"""Log records → `events`: startup milestones, preemptions, request lifecycle, HTTP access,
-warnings, errors, OOM and engine death.
+"""Log records → `events`: startup milestones and settings, preemptions, request lifecycle,
+HTTP access, warnings, errors, OOM (with PyTorch's numbers), KV-connector load failures and
+engine death.
 
 `categories.categorise` gives every record exactly one category; `extract` turns each
 category into event rows, lifecycle rows (for the coarse `requests` rows) or quarantine rows.
@@ -137,7 +138,7 @@ MILESTONES = tuple(
 )
 # Text kinds of failures and shutdown, wherever they appear (prefixed or raw process output).
 FAILURES: tuple[tuple[str, str], ...] = (
-    ("oom", r"CUDA out of memory|OutOfMemoryError"),
+    ("oom", p.OOM),
     ("engine_dead", r"EngineDeadError"),
     ("engine_start_failed", r"EngineCore failed to start|Engine core initialization failed"),
     (
@@ -146,8 +147,61 @@ FAILURES: tuple[tuple[str, str], ...] = (
         r"the available KV cache memory|larger than the maximum number of tokens that can be "
         r"stored in KV cache",
     ),
+    # KV-connector loads that failed (patterns.py names the producers): vLLM's scheduler,
+    # NIXL, LMCache's adapter. A shortfall in LMCache's `Retrieved` line is one too
+    # (`KV_RETRIEVED`: decided by its numbers, in categories.py).
+    (
+        "kv_load_failed",
+        r"due to KV load failure|" + p.NIXL_FAILED + r"|Num retrieved tokens: \d+, num expected",
+    ),
+    ("kv_load_rescheduled", r"Recovered from KV load failure: "),
     ("shutdown", r"signal=SIG(?:TERM|INT)|Shutting down"),
 )
+FAILURES = tuple((name, p.ascii_classes(pattern)) for name, pattern in FAILURES)
+# LMCache's `Retrieved R out of N …` (every retrieve): searched anywhere like FAILURES;
+# `kv_load_failed` when R < N, else `kv_retrieve` (counted only).
+KV_RETRIEVED = p.LMCACHE_RETRIEVED
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A start-up setting: `kind` is its event, `keys` the names it is printed under (the first
+    found counts), `number` whether its value is numeric (else text: value null, the message
+    says `key=value`)."""
+
+    kind: str
+    keys: tuple[str, ...]
+    number: bool
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("setting_gpu_memory_utilization", ("gpu_memory_utilization",), True),
+    Setting("setting_max_model_len", ("max_model_len", "max_seq_len"), True),
+    Setting("setting_max_num_seqs", ("max_num_seqs",), True),
+    Setting("setting_max_num_batched_tokens", ("max_num_batched_tokens",), True),
+    Setting("setting_tensor_parallel_size", ("tensor_parallel_size",), True),
+    Setting("setting_pipeline_parallel_size", ("pipeline_parallel_size",), True),
+    Setting("setting_model", ("model",), False),
+    Setting("setting_dtype", ("dtype",), False),
+    Setting("setting_quantization", ("quantization",), False),
+    Setting("setting_kv_cache_dtype", ("kv_cache_dtype",), False),
+)
+_NUMBER = r"(?P<v>-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
+# Quoted (a dict or Namespace repr) or bare (the engine config line: `dtype=torch.bfloat16`).
+_TEXT = r"""(?:'(?P<q>[^']*)'|"(?P<d>[^"]*)"|(?P<v>[^\s,'"(){}\[\]]+))"""
+
+
+def setting_pattern(key: str, number: bool) -> str:
+    """`key` as a dict key (`'key': value`) or keyword (`key=value`), a whole name (not the end
+    of `kv_cache_dtype` for `dtype`, not `model_tag` for `model`); its value in `v` (`q` / `d`
+    when quoted)."""
+    return p.ascii_classes(
+        r"(?:^|[^\w.'])'?" + key + r"'?(?::\s*|=)" + (_NUMBER if number else _TEXT)
+    )
+
+
+# Sizes as PyTorch prints them (`format_size`), in GiB.
+_GIB = {"bytes": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 2**10, "GiB": 1.0}
 
 
 def _event(
@@ -194,6 +248,7 @@ def extract(records: pl.DataFrame) -> dict[str, pl.DataFrame]:
             number = pl.col(group).str.replace_all(",", "").cast(pl.Float64, strict=False)
             out["events"].append(_event(rows, kind, number))
     _model(get("engine_config"), out)
+    _settings(pl.concat([get("settings"), get("engine_config")]), out)
     _preemptions(get("preemption"), out)
     _requests(get("received"), get("lifecycle"), out)
     http = (
@@ -207,10 +262,18 @@ def extract(records: pl.DataFrame) -> dict[str, pl.DataFrame]:
     out["events"].append(_event(http, "http", pl.col("status").cast(pl.Float64)))
     for name in ("startup_ready", "error", "warning", "shutdown"):
         out["events"].append(_event(get(name), name))
+    readers = {"oom": _oom, "kv_load_failed": _kv_load_failed}
     for name, _ in FAILURES:
         if name != "shutdown":  # a failure printed raw (no level) is still an error
             failed = get(name).with_columns(level=pl.col("level").fill_null("ERROR"))
-            out["events"].append(_event(failed, name))
+            if name in readers:
+                readers[name](failed, out)
+            elif name == "kv_load_rescheduled":
+                text = pl.coalesce("text_", "msg")
+                reqs = text.str.extract(p.VLLM_KV_RESCHEDULED, 1).cast(pl.Float64)
+                out["events"].append(_event(failed, name, reqs))
+            else:
+                out["events"].append(_event(failed, name))
     exc = get("exception").with_columns(level=pl.lit("ERROR"))
     out["events"].append(_event(exc, "error"))
     out["quarantine"] += [
@@ -299,3 +362,93 @@ def _requests(
     out["lifecycle"].append(
         both.select("ts", "instance", "what", "prompt_tokens", "max_tokens", request_id="req")
     )
+
+
+def _settings(df: pl.DataFrame, out: dict[str, list[pl.DataFrame]]) -> None:
+    """One event per setting a start-up line prints (`SETTINGS`): numeric ones with their
+    value, text ones with value null; the message is `key=value` as printed (unquoted)."""
+    if df.height == 0:
+        return
+    # Top-level settings only: what nests (a draft model's own `model`, config objects, JSON)
+    # is blanked out, innermost first.
+    body = pl.col("msg").str.replace(p.SETTINGS_BODY, "")
+    for _ in range(3):
+        body = body.str.replace_all(p.SETTINGS_NESTED, "")
+    df = df.with_columns(_body=body)
+    for setting in SETTINGS:
+        values, keys = [], []
+        for key in setting.keys:
+            g = pl.col("_body").str.extract_groups(setting_pattern(key, setting.number))
+            fields = ("q", "d", "v") if not setting.number else ("v",)
+            value = pl.coalesce(g.struct.field(f) for f in fields)
+            values.append(value)
+            keys.append(pl.when(value.is_not_null()).then(pl.lit(key)))
+        rows = df.with_columns(_v=pl.coalesce(values), _k=pl.coalesce(keys))
+        rows = rows.filter(pl.col("_v").is_not_null() & ~pl.col("_v").is_in(("", "None")))
+        rows = rows.with_columns(text_=pl.format("{}={}", "_k", "_v"))
+        number = pl.col("_v").cast(pl.Float64, strict=False) if setting.number else None
+        out["events"].append(_event(rows, setting.kind, number))
+
+
+def _gib(n: pl.Expr, unit: pl.Expr) -> pl.Expr:
+    return n.cast(pl.Float64) * unit.replace_strict(_GIB, default=None, return_dtype=pl.Float64)
+
+
+def _oom(df: pl.DataFrame, out: dict[str, list[pl.DataFrame]]) -> None:
+    """`oom` (value: GiB it tried to allocate; the message from the OOM text on, so that the
+    numbers are kept), `oom_total_gib`, `oom_free_gib` and one `oom_process_gib` per other
+    process PyTorch names (the message: the clause printed); the details are INFO, so one
+    OOM counts as one error."""
+    if df.height == 0:
+        return
+    text = pl.coalesce("text_", "msg")
+    df = df.with_columns(text_=pl.coalesce(text.str.extract(p.OOM_TEXT, 0), text))
+    t = pl.col("text_")
+    tried = t.str.extract_groups(p.OOM_TRIED)
+    value = _gib(tried.struct.field("n"), tried.struct.field("unit"))
+    out["events"].append(_event(df, "oom", value))
+    df = df.with_columns(level=pl.lit("INFO"))  # the details of that one error, not errors
+    for kind, pattern in (("oom_total_gib", p.OOM_TOTAL), ("oom_free_gib", p.OOM_FREE)):
+        g = t.str.extract_groups(pattern)
+        gib = pl.coalesce(
+            _gib(g.struct.field("n"), g.struct.field("unit")),
+            _gib(g.struct.field("n2"), g.struct.field("unit2")),
+        )
+        rows = df.with_columns(_v=gib, text_=t.str.extract(pattern, 0))
+        out["events"].append(_event(rows.filter(pl.col("_v").is_not_null()), kind, pl.col("_v")))
+    clauses = t.str.extract_all(p.OOM_PROCESS).list.unique(maintain_order=True)
+    procs = df.with_columns(_c=clauses).explode("_c").filter(pl.col("_c").is_not_null())
+    size = pl.col("_c").str.extract_groups(p.OOM_SIZE)
+    procs = procs.with_columns(
+        text_=pl.col("_c"), _v=_gib(size.struct.field("n"), size.struct.field("unit"))
+    )
+    out["events"].append(_event(procs, "oom_process_gib", pl.col("_v")))
+
+
+def _kv_load_failed(df: pl.DataFrame, out: dict[str, list[pl.DataFrame]]) -> None:
+    """`kv_load_failed`, value what did not load when the line says: tokens (vLLM's
+    scheduler: tokens affected; LMCache: expected - retrieved) or blocks (NIXL:
+    `num_local_blocks`); the request when the line names one."""
+    if df.height == 0:
+        return
+    t = pl.coalesce("text_", "msg")
+    vllm = t.str.extract_groups(p.VLLM_KV_FAILED).struct.field("tokens")
+    short = t.str.extract_groups(p.LMCACHE_SHORT)
+    retrieved = t.str.extract_groups(p.LMCACHE_RETRIEVED)
+    nixl_req = t.str.extract_groups(p.NIXL_REQUEST)
+
+    def missing(g: pl.Expr) -> pl.Expr:
+        return g.struct.field("want").cast(pl.Float64) - g.struct.field("got").cast(pl.Float64)
+
+    value = pl.coalesce(
+        vllm.cast(pl.Float64),
+        t.str.extract(p.NIXL_BLOCKS, 1).cast(pl.Float64),
+        missing(short),
+        missing(retrieved),
+    )
+    request = pl.coalesce(
+        nixl_req.struct.field("req"),
+        nixl_req.struct.field("req2").str.strip_suffix("."),
+        retrieved.struct.field("req"),
+    )
+    out["events"].append(_event(df, "kv_load_failed", value, request_id=request))

@@ -107,6 +107,7 @@ _OTHER_KINDS = (
     ("uvicorn", p.UVICORN_OTHER),
     ("binary", p.BINARY),
     ("exception", p.EXCEPTION_LINE),  # a raw `SomethingError: …` line is its own record
+    ("lmcache", p.LMCACHE_LINE),  # LMCache's own stamp: a record, never a continuation
     ("process_output", p.PROCESS_OUTPUT),
     ("third_party", p.THIRD_PARTY),
 )

@@ -119,6 +119,90 @@ LIFECYCLE = r"^(?P<what>Added|Finished|Aborted) request (?P<req>\S+)$"
 MODEL = r"model='([^']*)'"
 SERVED_MODEL = r"served_model_name=([^,\s]+)"
 
+# Start-up settings (`events.SETTINGS` reads them, one pattern per key): the `non-default args:
+# {…}` dict (a Python dict repr; seen from 0.10 `utils.py` to 0.25 `api_utils.py`), the older
+# `args: Namespace(…)` line (`api_server.py`, V0 and V1 to 0.8: every argument, defaults too)
+# and the scheduler's `Chunked prefill is enabled with max_num_batched_tokens=N.` (the effective
+# value, default or not). The engine config line is the `engine_config` milestone.
+SETTINGS_START = (
+    r"non-default args: |args: Namespace\(|Chunked prefill is enabled with max_num_batched_tokens="
+)
+# Where the top-level settings of those lines begin: nested values (`speculative_config`'s own
+# `model`, `SpeculativeConfig(…)`, JSON configs) are blanked out of the rest before reading.
+SETTINGS_BODY = r"^.*?(?:non-default args: \{|Namespace\(|with config: )"
+SETTINGS_NESTED = r"\{[^{}]*\}|\([^()]*\)|\[[^\[\]]*\]"
+
+# PyTorch's CUDA OOM (c10/cuda/CUDACachingAllocator.cpp `malloc`, `format_size`: bytes, KiB,
+# MiB, GiB with two decimals). torch ≥ 2.1: `CUDA out of memory. Tried to allocate 2.00 GiB.
+# GPU 0 has a total capacity of 79.15 GiB of which 1.23 GiB is free. Process 12345 has
+# 77.90 GiB memory in use. Including non-PyTorch memory, this process has … Of the allocated
+# memory … ` (2.1 printed `capacty`); torch < 2.1: `Tried to allocate 20.00 MiB (GPU 0;
+# 79.35 GiB total capacity; 76.01 GiB already allocated; 9.19 MiB free; …)`. ROCm builds print
+# `HIP out of memory`, XPU ones `XPU out of memory` (c10/xpu/XPUCachingAllocator.cpp).
+OOM = r"(?:CUDA|HIP|XPU) out of memory|OutOfMemoryError"
+# The message from the OOM text on (what `events.message` keeps: the numbers come first).
+OOM_TEXT = r"[\w.]*(?:OutOfMemoryError|(?:CUDA|HIP|XPU) out of memory).*"
+_NUM = r"\d+(?:\.\d+)?"
+_UNIT = r"bytes|KiB|MiB|GiB"
+OOM_TRIED = r"Tried to allocate (?P<n>" + _NUM + r") (?P<unit>" + _UNIT + ")"
+# Each with the old format's groups second (`n2`, `unit2`): the clause printed is the message.
+OOM_TOTAL = (
+    r"GPU \d+ has a total capaci?ty of (?P<n>" + _NUM + r") (?P<unit>" + _UNIT + ")"
+    r"|GPU \d+; (?P<n2>" + _NUM + r") (?P<unit2>" + _UNIT + ") total capacity"
+)
+OOM_FREE = (
+    r"of which (?P<n>" + _NUM + r") (?P<unit>" + _UNIT + ") is free"
+    r"|(?P<n2>" + _NUM + r") (?P<unit2>" + _UNIT + r") free\b"
+)
+# One clause per other process on the GPU (torch ≥ 2.1, `proc_info`), and its size.
+OOM_PROCESS = r"Process \d+ has " + _NUM + " (?:" + _UNIT + ") memory in use"
+OOM_SIZE = r"^(?:Process \d+ has )?(?P<n>" + _NUM + r") (?P<unit>" + _UNIT + ")"
+
+# KV-connector load failures (P/D disaggregation, KV offloading).
+# vllm/v1/core/sched/scheduler.py `_handle_invalid_blocks`, whatever connector reported the
+# invalid blocks (the `Recovered` line since vllm PR 19330, 2025-09; the `Failing` line with
+# `kv_transfer_config.kv_load_failure_policy=fail` since PR 26813, 2025-10):
+#   ERROR   `Failing %d request(s) due to KV load failure (failure_policy=fail, %d tokens
+#           affected). Request IDs: %s`
+#   WARNING `Recovered from KV load failure: %d request(s) rescheduled (%d tokens affected).`
+VLLM_KV_FAILED = (
+    r"Failing (?P<reqs>\d+) request\(s\) due to KV load failure"
+    r"(?: \(failure_policy=\w+, (?P<tokens>\d+) tokens affected\))?"
+)
+VLLM_KV_RESCHEDULED = (
+    r"Recovered from KV load failure: (?P<reqs>\d+) request\(s\) rescheduled"
+    r"(?: \((?P<tokens>\d+) tokens affected\))?"
+)
+# NIXL connector, vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py (later
+# nixl/base_worker.py) `_log_failure` (≥ 2026-01, vllm PR 32031): `NIXL transfer failure: %s |
+# Context: %s`, the failure type (`transfer_failed. Marking blocks as invalid`,
+# `transfer_exception`, `transfer_setup_failed`, `handshake_failed`, `handshake_setup_failed`, …)
+# and a dict repr holding `'request_id': '…'` and `'num_local_blocks': N` when the request is
+# known. Before: `NIXL transfer failed for request %s with state %s. Marking blocks as invalid.`
+# and `NIXL transfer setup/initiation failed for request %s. Marking blocks as invalid.`
+NIXL_FAILED = r"NIXL transfer failure: |NIXL transfer [\w/ ]*failed for request "
+NIXL_BLOCKS = r"'num_local_blocks': (?P<blocks>\d+)"
+NIXL_REQUEST = (
+    r"'request_id': '(?P<req>[^']+)'|NIXL transfer [\w/ ]*failed for request (?P<req2>\S+)"
+)
+# LMCache's own lines (lmcache/logging.py: `[%(asctime)s] LMCache %(levelname)s: %(message)s
+# (%(filename)s:%(lineno)d:%(name)s)`), after process prefixes when a vLLM worker prints them.
+LMCACHE_LINE = (
+    r"^(?:\([^()]*\) )*\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d{3}\] "
+    r"LMCache (?:DEBUG|INFO|WARNING|ERROR|CRITICAL):"
+)
+# lmcache/integration/vllm/vllm_v1_adapter.py `start_load_kv` (and vLLM's copy under
+# kv_connector/v1/lmcache_integration/), ERROR, after `The number of retrieved tokens is less
+# than the expected number of tokens! This should not happen!`:
+LMCACHE_SHORT = r"Num retrieved tokens: (?P<got>\d+), num expected tokens: (?P<want>\d+)"
+# lmcache/v1/cache_engine.py `retrieve`, INFO, every retrieve: a failure only when fewer were
+# retrieved than required. ≥ 0.3.2: `[req_id=%s] Retrieved %d out of %d required tokens (from
+# %d total tokens). size: …`; ≤ 0.3.1: `Retrieved %d out of %d out of total %d tokens`.
+LMCACHE_RETRIEVED = (
+    r"(?:\[req_id=(?P<req>[^\]\s]+)\] )?Retrieved (?P<got>\d+) out of (?P<want>\d+) "
+    r"(?:required tokens|out of total)"
+)
+
 # Traceback body lines of a logged exception (one event per exception, not per frame).
 TRACEBACK_BODY = r"^(?:\s|Traceback \(most recent call last\)|\^+\s*$|File \")"
 EXCEPTION_LINE = r"^(?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit)\b[\w.]*: "

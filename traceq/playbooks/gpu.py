@@ -1,0 +1,190 @@
+"""The GPU a run was measured on, and the parameters that follow it.
+
+A parameter declares what it takes from the GPU with `gpu:` in its YAML:
+
+- a spec figure (`hbm_gb_per_s`, `tflops_bf16`, `tflops_fp8`, `memory_gib`): the measured
+  GPU's, from traceq/hardware/gpus.csv (slow-decode's roofline);
+- `prefill_time`: a duration on the reference engine (`REFERENCE`: Llama-3.1-8B in bf16 on
+  one H100 SXM), scaled by how much longer the same prompt tokens take here: the weights one
+  GPU holds over the reference's, times the reference's bf16 peak over this GPU's;
+- `step_time`: the same, times the step's prefill budget (max_num_batched_tokens) over the
+  reference's when it is smaller: how long the steps a chunked-prefill engine takes by
+  design last here (a larger budget is a choice whose stalls are worth a finding).
+
+Scaled floors never go below their reference value (a faster GPU keeps the floor a person
+notices). The GPU is the model name most GPU samples carry (nvidia-smi `name`, DCGM
+`modelName`); the weights and budget come from the engine's start-up lines. A `--param`
+override wins over all of it. When the data names no GPU, or one the table lacks, the
+defaults stand, the finding says which GPU it assumed, and a finding that used a spec figure
+cannot fail (`cap`): a roofline for the wrong GPU is no floor.
+
+>>> from traceq.hardware import lookup
+>>> hw = Measured(spec=lookup("NVIDIA L4"), seen="NVIDIA L4", gpus=1, budget=2048)
+>>> hw.known, round(hw.scale("prefill_time"), 1), round(hw.scale("step_time"), 1)
+(True, 8.2, 2.0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from traceq.findings import Finding
+from traceq.hardware import DEFAULT_ID, GpuSpec, by_id, lookup
+from traceq.playbooks.executor import Executor
+from traceq.playbooks.model import Playbook
+from traceq.playbooks.steps import run_query
+from traceq.session import QueryError
+from traceq.sql import load
+
+REFERENCE = {
+    # what time floors in the catalogue were set on: Llama-3.1-8B in bf16 (15 GiB of weights)
+    # on one H100 SXM (989 TFLOP/s dense bf16), with vLLM's default step budget of 8,192
+    # prefill tokens for an API server on a GPU of 70 GiB or more
+    "weights_gib": 15.0,
+    "tflops_bf16": 989.0,
+    "budget": 8192.0,
+}
+SCALED = ("prefill_time", "step_time")
+_LABELS = {
+    "hbm_gb_per_s": "{:,.0f} GB/s memory bandwidth",
+    "tflops_bf16": "{:,.0f} TFLOP/s bf16",
+    "tflops_fp8": "{:,.0f} TFLOP/s fp8",
+    "memory_gib": "{:,.0f} GB memory",
+}
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The GPU of the run: `spec` is the one used; `seen` the name as the data printed it
+    (None: no name in the data). `known` when the name is in the table. From the start-up
+    lines: tensor-parallel size, weights per GPU (GiB), prefill budget per step (tokens)."""
+
+    spec: GpuSpec
+    seen: str | None = None
+    gpus: int = 0
+    tp: int | None = None
+    weights_gib: float | None = None
+    budget: float | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.seen is not None and lookup(self.seen) is not None
+
+    def scale(self, kind: str) -> float:
+        """How much longer reference work takes here (`SCALED`), at least 1."""
+        model = (self.weights_gib or REFERENCE["weights_gib"]) / REFERENCE["weights_gib"]
+        factor = model * REFERENCE["tflops_bf16"] / self.spec.tflops_bf16
+        if kind == "step_time":  # a smaller budget shortens the step; a larger one is a
+            # choice whose stalls are the finding (prefill-interference's fix), not a floor
+            factor *= min(1.0, (self.budget or REFERENCE["budget"]) / REFERENCE["budget"])
+        return max(1.0, factor)
+
+
+def measured(session: Executor) -> Measured:
+    """The GPU most samples name, the GPUs that carried it and the engine's start-up
+    figures."""
+    try:
+        rows = run_query(session, "gpu", load("gpu_measured")).frame.rows(named=True)
+    except QueryError:
+        rows = []
+    first = rows[0] if rows else {}
+    startup = {
+        "tp": int(first["tp"]) if first.get("tp") else None,
+        "weights_gib": first.get("weights_gib"),
+        "budget": first.get("budget"),
+    }
+    named = [r for r in rows if r["model_name"]]
+    for r in named:  # the most sampled name the table knows, else the most sampled
+        if (spec := lookup(r["model_name"])) is not None:
+            return Measured(spec, r["model_name"], int(r["gpus"]), **startup)
+    seen = named[0]["model_name"] if named else None
+    gpus = int(named[0]["gpus"]) if named else 0
+    return Measured(by_id(DEFAULT_ID), seen, gpus, **startup)
+
+
+def params_for(
+    pb: Playbook, hw: Measured, overrides: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The playbook's parameters (defaults, what the GPU sets, then `overrides`) and, when
+    it has GPU parameters, what it used (`Finding.gpu`)."""
+    params = {**pb.defaults()}
+    figures = {name: p.gpu for name, p in pb.params.items() if p.gpu}
+    if not figures:
+        return {**params, **overrides}, None
+    scaled = {}
+    for name, figure in figures.items():
+        if not hw.known:
+            continue
+        if figure in SCALED:
+            scaled[name] = round(hw.scale(figure), 2)
+            params[name] = round(float(params[name]) * scaled[name], 1)
+        elif (value := getattr(hw.spec, figure)) is not None:
+            params[name] = value
+    params.update(overrides)
+    given = sorted(n for n in figures if n in overrides)
+    spec_used = any(f not in SCALED for n, f in figures.items() if n not in overrides)
+    source = "measured" if hw.known else "given" if given and not spec_used else "assumed"
+    use = {
+        "gpu": hw.spec.name,
+        "seen": hw.seen,
+        "source": source,
+        "given": given,
+        "figures": {n: params[n] for n, f in figures.items() if f not in SCALED},
+        "scaled": {n: {"value": params[n], "factor": f} for n, f in scaled.items()},
+        "caps": spec_used and not hw.known,
+        "spec_source": hw.spec.source,
+        "gpus": hw.gpus,
+        "tensor_parallel": hw.tp,
+        "weights_gib": hw.weights_gib,
+    }
+    return params, use
+
+
+def note(use: dict[str, Any], playbook: str) -> str:
+    """One clause naming the GPU and the figures a finding used.
+
+    >>> note({"gpu": "A100 SXM4 80GB", "seen": "NVIDIA A100-SXM4-80GB", "source": "measured",
+    ...       "given": [], "figures": {"hbm_gb_per_s": 2039}, "scaled": {},
+    ...       "tensor_parallel": 2}, "x")
+    'on the A100 SXM4 80GB (2,039 GB/s memory bandwidth; TP 2)'
+    """
+    labels = {n: _LABELS.get(n, "{:g} " + n).format(v) for n, v in use["figures"].items()}
+    parts = list(labels.values())
+    parts += [f"{n} {s['value']:,.0f} ms (× {s['factor']:.1f})" for n, s in use["scaled"].items()]
+    tp = use.get("tensor_parallel")
+    parts += [f"TP {tp:g}"] if tp and tp > 1 else []
+    if use["source"] == "measured":
+        return f"on the {use['gpu']} ({'; '.join(parts)})"
+    if use["source"] == "given":
+        return f"with {', '.join(use['given'])} as given"
+    why = (
+        f"{use['seen']} is not in traceq/hardware/gpus.csv"
+        if use["seen"]
+        else "the data names no GPU"
+    )
+    first = next(iter(use["figures"]), None) or next(iter(use["scaled"]), "")
+    assumed = f"assumed an {use['gpu']}" + (f" ({'; '.join(parts)})" if parts else "")
+    warning = ", so at most a warning" if use.get("caps") else ""
+    return (
+        f"{assumed} because {why}{warning}; add nvidia-smi or DCGM samples, or pass "
+        f"--param {playbook}.{first}=…"
+    )
+
+
+def cap(finding: Finding, use: dict[str, Any] | None) -> None:
+    """State the GPU in a fired finding's message; a spec figure for an assumed GPU cannot
+    fail. A playbook whose figures say `gpu_used` false for the worst window did without
+    the GPU."""
+    if use is None:
+        return
+    if any(w.get("gpu_used") is False for w in finding.windows if w.get("worst")):
+        return  # the check that fired did without the spec (e.g. no model size)
+    finding.gpu = use
+    if finding.status not in ("fail", "warn"):
+        return
+    if use["source"] == "assumed" and not use.get("caps"):
+        return  # reference floors, as the catalogue states them: nothing to add
+    finding.message += f" — {note(use, finding.id)}"
+    if use.get("caps") and finding.status == "fail":
+        finding.status = "warn"

@@ -1,0 +1,119 @@
+r"""Explain the tail: what the slowest requests spent their time on, and what the engine was
+doing then (traceq/sql/tail_explain.sql), for the whole run and for each incident.
+
+Each metric (TTFT, TPOT, e2e) gets one line: its p99 and how its slowest requests split by
+dominant phase and engine state, largest share first.
+
+>>> text = line({"metric": "ttft", "p99_ms": 3712.0, "threshold_ms": 3100.0, "tail": 12,
+...       "requests": 1200, "groups": [
+...       {"phase": "queue", "state": "warm-up", "requests": 10, "share": 0.83},
+...       {"phase": "queue", "state": "long-prefill", "requests": 2, "share": 0.17,
+...        "ahead_tokens": 8192}]})
+>>> print(*text.split("; "), sep=";\n")
+P99 TTFT 3.7 s (slowest 12 of 1,200 requests, from 3.1 s): 83 % waited in queue during warm-up;
+17 % waited in queue behind a prefill of up to 8,192 tokens
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traceq.playbooks.executor import Executor
+from traceq.playbooks.steps import run_query
+from traceq.playbooks.values import bind, plain_rows
+from traceq.playbooks.words import count, duration_ms
+from traceq.session import QueryError
+from traceq.sql import load
+
+PARAMS: dict[str, float] = {
+    # share of a metric's requests that make its tail: the slowest 1 %, as p99 reads it
+    "tail_share": 0.01,
+    # ...but at least this many requests, so a share is not one request's story
+    "min_tail": 5,
+    # requests with the metric a window needs before its tail is explained
+    "min_requests": 20,
+    # uncached prompt tokens from which a prefill holds up the batch (chunked prefill
+    # budgets are 2-8 k tokens a step; a longer prompt takes several steps of its own)
+    "long_prompt_tokens": 4096,
+    # seconds after the engine reports ready that count as warm-up (first CUDA graph
+    # replays, allocator growth, JIT kernels: tens of seconds on vLLM; warm-up-skew's scale)
+    "warmup_s": 60,
+    # KV-cache usage from which the cache is full (as kv-pressure reads it)
+    "kv_full": 0.95,
+    # seconds between stats lines a request's interval may reach forward (vLLM logs every
+    # 5-10 s, so a short request may have no line inside its own interval)
+    "stats_lag_s": 10,
+}
+METRICS = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "e2e"}
+_PHASES = {
+    "queue": "waited in queue",
+    "prefill": "were in prefill",
+    "decode": "were decoding",
+    "tokenize": "were being tokenized",
+    "unstamped": "spent it outside the engine's stamps",
+}
+_STATES = {
+    "preempted": "after being preempted",
+    "kv-full": "with the KV cache full",
+    "warm-up": "during warm-up",
+    "long-prefill": "behind a prefill of {ahead}",
+    "long-prompt": "on a long prompt of their own",
+    "long-output": "on a long output of their own",
+    "none": "with nothing unusual in the engine",
+}
+
+
+def explain(session: Executor, start: int, end: int) -> list[dict[str, Any]]:
+    """Per metric with enough requests in [start, end): p99, tail size and its groups
+    (phase, state, requests, share), largest first. Empty when the data cannot say."""
+    sql = load("tail_explain")
+    try:
+        frame = run_query(session, "tail", sql, bind(sql, {**PARAMS, "start": start, "end": end}))
+    except QueryError:
+        return []
+    out: dict[str, dict[str, Any]] = {}
+    for row in plain_rows(frame.frame):
+        m = out.setdefault(
+            row["metric"],
+            {
+                "metric": row["metric"],
+                "p99_ms": row["p99_ms"],
+                "threshold_ms": row["threshold_ms"],
+                "tail": 0,
+                "requests": row["metric_requests"],
+                "groups": [],
+            },
+        )
+        m["tail"] += row["requests"]
+        m["threshold_ms"] = min(m["threshold_ms"], row["threshold_ms"])
+        m["groups"].append(
+            {k: row[k] for k in ("phase", "state", "requests", "ahead_tokens", "kv_max")}
+        )
+    for m in out.values():
+        for g in m["groups"]:
+            g["share"] = round(g["requests"] / m["tail"], 3)
+        m["line"] = line(m)
+    return [out[k] for k in METRICS if k in out]
+
+
+def line(m: dict[str, Any], top: int = 3) -> str:
+    """One sentence for one metric's tail: p99, then its largest groups."""
+    head = (
+        f"P99 {METRICS[m['metric']]} {duration_ms(m['p99_ms'])} "
+        f"(slowest {count(m['tail'])} of {count(m['requests'])} requests, "
+        f"from {duration_ms(m['threshold_ms'])})"
+    )
+    parts = [_group(m["metric"], g) for g in m["groups"][:top]]
+    return head + ": " + "; ".join(parts)
+
+
+def _group(metric: str, g: dict[str, Any]) -> str:
+    share = f"{g['share'] * 100:.0f} %"
+    n = g.get("ahead_tokens")
+    ahead = (
+        "a long prompt" if not n else f"{'' if g['requests'] == 1 else 'up to '}{count(n)} tokens"
+    )
+    state = _STATES[g["state"]].format(ahead=ahead)
+    if metric == "tpot":
+        return f"{share} decoded {state}"
+    return f"{share} {_PHASES[g['phase']]} {state}"

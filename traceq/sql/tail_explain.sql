@@ -1,0 +1,152 @@
+-- What the tail requests spent their time on, and what the engine was doing then
+-- (traceq/playbooks/tail.py). For the requests that arrived in [$start, $end) and succeeded,
+-- per metric (TTFT, TPOT, e2e): the slowest $tail_share of them (at least $min_tail), each
+-- with its dominant phase and the first engine state that held over its interval (arrival
+-- to first token for TTFT, first to last token for TPOT, arrival to last token for e2e):
+--   preempted     the engine preempted it (its own count or a preemption event naming it);
+--   kv-full       the KV cache reached $kv_full in a stats line of the interval (or the
+--                 next one: stats lines come every few seconds);
+--   warm-up       it arrived within $warmup_s of the engine reporting ready;
+--   long-prefill  another request's prefill of $long_prompt_tokens or more uncached tokens
+--                 overlapped the interval;
+--   long-prompt   (TTFT) its own prompt was that long; long-output (e2e) its own output
+--                 was in the run's longest 5 %;
+--   none          none of these.
+-- One row per (metric, phase, state), with the metric's p99 and tail threshold.
+WITH r AS (
+    SELECT
+        p.request_id,
+        p.t_arrival,
+        p.t_arrival + p.ttft_ns AS t_first,
+        p.t_arrival + p.e2e_ns AS t_last,
+        p.ttft_ns,
+        p.tpot_ns,
+        p.e2e_ns,
+        p.tokenize_ns,
+        p.queue_ns,
+        p.prefill_ns,
+        p.decode_ns,
+        p.residual_ns,
+        p.prompt_tokens - coalesce(p.cached_tokens, 0) AS new_tokens,
+        p.output_tokens
+    FROM request_phases AS p
+    WHERE p.t_arrival >= $start AND p.t_arrival < $end AND p.error IS NULL
+),
+m AS (
+    SELECT 'ttft' AS metric, *, ttft_ns AS v FROM r WHERE ttft_ns IS NOT NULL
+    UNION ALL
+    SELECT 'tpot', *, tpot_ns FROM r WHERE tpot_ns IS NOT NULL
+    UNION ALL
+    SELECT 'e2e', *, e2e_ns FROM r WHERE e2e_ns IS NOT NULL
+),
+sized AS (
+    SELECT metric, count(*) AS n, quantile_cont(v, 0.99) AS p99_ns
+    FROM m
+    GROUP BY metric
+    HAVING count(*) >= $min_requests
+),
+tail AS (
+    SELECT
+        m.*,
+        s.n,
+        s.p99_ns,
+        CASE m.metric WHEN 'tpot' THEN m.t_first ELSE m.t_arrival END AS a,
+        CASE m.metric WHEN 'ttft' THEN m.t_first ELSE m.t_last END AS b
+    FROM m
+    JOIN sized AS s USING (metric)
+    QUALIFY row_number() OVER (PARTITION BY m.metric ORDER BY m.v DESC, m.request_id)
+        <= greatest($min_tail, ceil(s.n * $tail_share))
+),
+long_prefills AS (
+    -- prefills of long uncached prompts anywhere in the run (scheduled to first token)
+    SELECT
+        request_id,
+        t_arrival + coalesce(tokenize_ns, 0) + coalesce(queue_ns, 0) AS p_start,
+        t_arrival + ttft_ns AS p_end,
+        prompt_tokens - coalesce(cached_tokens, 0) AS new_tokens
+    FROM request_phases
+    WHERE prompt_tokens - coalesce(cached_tokens, 0) >= $long_prompt_tokens
+        AND ttft_ns IS NOT NULL
+),
+behind AS (
+    SELECT t.metric, t.request_id, max(l.new_tokens) AS ahead_tokens
+    FROM tail AS t
+    JOIN long_prefills AS l
+        ON l.p_start < t.b AND l.p_end > t.a AND l.request_id <> t.request_id
+    GROUP BY ALL
+),
+kv AS (
+    SELECT t.metric, t.request_id, max(s.kv_usage) AS kv_max
+    FROM tail AS t
+    JOIN engine_stats AS s
+        ON s.ts >= t.a AND s.ts <= t.b + CAST($stats_lag_s * 1e9 AS BIGINT)
+    WHERE s.kv_usage IS NOT NULL
+    GROUP BY ALL
+),
+preempted AS (
+    SELECT request_id FROM _request_pick WHERE is_primary AND n_preemptions > 0
+    UNION
+    SELECT request_id FROM events WHERE kind = 'preemption' AND request_id IS NOT NULL
+),
+ready AS (
+    SELECT ts FROM events WHERE kind IN ('startup_ready', 'startup_server_start')
+),
+warm AS (
+    SELECT DISTINCT t.metric, t.request_id
+    FROM tail AS t
+    JOIN ready AS e ON e.ts <= t.t_arrival
+        AND t.t_arrival - e.ts <= CAST($warmup_s * 1e9 AS BIGINT)
+),
+long_output AS (
+    SELECT quantile_cont(output_tokens, 0.95) AS tokens FROM request_phases WHERE error IS NULL
+),
+judged AS (
+    SELECT
+        t.metric,
+        t.n,
+        t.p99_ns,
+        t.v,
+        CASE
+            WHEN t.metric = 'tpot' THEN 'decode'
+            WHEN coalesce(t.queue_ns, 0) >= greatest(
+                    coalesce(t.tokenize_ns, 0), coalesce(t.prefill_ns, 0),
+                    CASE WHEN t.metric = 'e2e' THEN coalesce(t.decode_ns, 0) ELSE 0 END)
+                AND t.queue_ns > 0 THEN 'queue'
+            WHEN t.metric = 'e2e' AND coalesce(t.decode_ns, 0) >= greatest(
+                    coalesce(t.tokenize_ns, 0), coalesce(t.prefill_ns, 0))
+                AND t.decode_ns > 0 THEN 'decode'
+            WHEN coalesce(t.prefill_ns, 0) >= coalesce(t.tokenize_ns, 0)
+                AND t.prefill_ns > 0 THEN 'prefill'
+            WHEN t.tokenize_ns > 0 THEN 'tokenize'
+            ELSE 'unstamped'
+        END AS phase,
+        CASE
+            WHEN t.request_id IN (SELECT request_id FROM preempted) THEN 'preempted'
+            WHEN k.kv_max >= $kv_full THEN 'kv-full'
+            WHEN w.request_id IS NOT NULL THEN 'warm-up'
+            WHEN b.ahead_tokens IS NOT NULL THEN 'long-prefill'
+            WHEN t.metric = 'ttft' AND t.new_tokens >= $long_prompt_tokens THEN 'long-prompt'
+            WHEN t.metric = 'e2e' AND t.output_tokens >= o.tokens THEN 'long-output'
+            ELSE 'none'
+        END AS state,
+        b.ahead_tokens,
+        k.kv_max
+    FROM tail AS t
+    LEFT JOIN behind AS b USING (metric, request_id)
+    LEFT JOIN kv AS k USING (metric, request_id)
+    LEFT JOIN warm AS w USING (metric, request_id)
+    CROSS JOIN long_output AS o
+)
+SELECT
+    metric,
+    phase,
+    state,
+    count(*) AS requests,
+    any_value(n) AS metric_requests,
+    any_value(p99_ns) / 1e6 AS p99_ms,
+    min(v) / 1e6 AS threshold_ms,
+    max(ahead_tokens) AS ahead_tokens,
+    max(kv_max) AS kv_max
+FROM judged
+GROUP BY metric, phase, state
+ORDER BY metric, requests DESC, phase, state

@@ -81,6 +81,25 @@ def kv_finding(dataset: Path) -> Finding:
     )
 
 
+TTFT_TAIL = "P99 TTFT 27 s (slowest 5 of 64 requests, from 26 s): 100 % waited in queue with " \
+    "the KV cache full"  # fmt: skip
+E2E_TAIL = "P99 e2e 31 s (slowest 5 of 64 requests, from 30 s): 80 % waited in queue with the " \
+    "KV cache full; 20 % were decoding with nothing unusual in the engine"  # fmt: skip
+TPOT_TAIL = "P99 TPOT 42 ms (slowest 5 of 64 requests, from 40 ms): 100 % decoded with the KV " \
+    "cache full"  # fmt: skip
+
+
+def tail(metric: str, p99_ms: float, threshold_ms: float, line: str, groups: list[dict]) -> dict:
+    """One metric's tail as traceq/playbooks/tail.py reports it: the slowest 5 of 64."""
+    return {"metric": metric, "p99_ms": p99_ms, "threshold_ms": threshold_ms, "tail": 5,
+            "requests": 64, "groups": groups, "line": line}  # fmt: skip
+
+
+def queued(share: float) -> dict:
+    return {"phase": "queue", "state": "kv-full", "requests": round(5 * share), "share": share,
+            "ahead_tokens": None, "kv_max": 1.0}  # fmt: skip
+
+
 def kv_incident(kv: Finding, consequences: list[str]) -> Incident:
     """The incident the engine makes of `kv` (traceq/playbooks/incidents.py), worded as
     traceq/playbooks/story.py words it."""
@@ -104,13 +123,14 @@ def kv_incident(kv: Finding, consequences: list[str]) -> Incident:
         fix=kv.fixes[0],
         start_ns=w["start"],
         end_ns=w["end"],
+        tail=[tail("ttft", 27_000.0, 26_000.0, TTFT_TAIL, [queued(1.0)])],
     )
 
 
 def write_findings(dataset: Path, path: Path) -> Path:
     """A diagnosis as `traceq diagnose --format json` writes it (schema 2): one incident,
-    kv-pressure, with ttft-queueing as its consequence; a playbook that passed and one that
-    lacked its data."""
+    kv-pressure, with ttft-queueing as its consequence and its TTFT tail; a playbook that passed
+    and one that lacked its data; the run's tail (TTFT, TPOT, e2e)."""
     quiet = Finding(
         id="error-rate", status="pass", severity="high", title="Errors", message="no failed request"
     )
@@ -129,6 +149,17 @@ def write_findings(dataset: Path, path: Path) -> Path:
         started_at="2025-06-15T10:05:00Z",
         elapsed_s=0.1,
         incidents=[kv_incident(kv, [queueing.id])],
+        tail=[
+            tail("ttft", 27_000.0, 26_000.0, TTFT_TAIL, [queued(1.0)]),
+            tail("tpot", 42.0, 40.0, TPOT_TAIL, [{**queued(1.0), "phase": "decode"}]),
+            tail(
+                "e2e",
+                31_000.0,
+                30_000.0,
+                E2E_TAIL,
+                [queued(0.8), {**queued(0.2), "phase": "decode", "state": "none"}],
+            ),
+        ],
     )
     path.write_bytes(orjson.dumps(diagnosis.to_dict()))
     return path

@@ -9,7 +9,15 @@ import importlib.util
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app_helpers import APP, ROOT, ingest_sample, write_findings
+from tests.app_helpers import (
+    APP,
+    E2E_TAIL,
+    ROOT,
+    TPOT_TAIL,
+    TTFT_TAIL,
+    ingest_sample,
+    write_findings,
+)
 from traceq.app import data, shipped, state
 from traceq.session import Session
 
@@ -166,11 +174,16 @@ def test_findings_page_leads_with_the_incident(dataset):
     assert story.startswith("**What:** KV cache full") and "**Impact:** 40 requests" in story
     assert "**Cause:** max_num_seqs admits more than the KV budget — KV 100 % for 30 s " \
            "(confidence 0.90)" in story and "**Change:** Lower max_num_seqs" in story  # fmt: skip
+    # what the window's slowest requests waited on, the engine's sentence as it is
+    assert story.endswith(f"**Tail:** {TTFT_TAIL}")
     # its consequence folded under it, not a failure of its own
     assert main[3].splitlines() == [
         "**Explained by this incident** (not separate failures)",
         "- └ `ttft-queueing` (warn, see `kv-pressure`): queueing is 94% of TTFT",
     ]
+    # after the incidents, the run's tail: one row per metric, its p99 and its sentence
+    assert run_tail(at) == [f"| TTFT | 27 s | {TTFT_TAIL} |", f"| TPOT | 42 ms | {TPOT_TAIL} |",
+                            f"| e2e | 31 s | {E2E_TAIL} |"]  # fmt: skip
     assert "1 incident in this window" in at.caption[0].value
     assert "1 consequence folded under it" in at.caption[0].value
     # the playbook without its data: one line saying which input would enable it
@@ -190,6 +203,12 @@ def test_findings_page_leads_with_the_incident(dataset):
     assert at.query_params["request"] == rid_button.label
 
 
+def run_tail(at: AppTest) -> list[str]:
+    """The rows of the Findings page's "The run's tail" table ([] when it has none)."""
+    text = next((m.value for m in at.main.markdown if "**The run's tail**" in m.value), "")
+    return [line for line in text.splitlines() if line.startswith("| ") and " P99 " in line]
+
+
 def test_findings_come_from_the_engine_without_a_file(dataset, monkeypatch):
     monkeypatch.delenv(state.ENV_FINDINGS)
     at = open_app(dataset, "findings")
@@ -206,6 +225,10 @@ def test_findings_come_from_the_engine_without_a_file(dataset, monkeypatch):
     folded = "\n".join(m.value for m in at.main.markdown if "Explained by" in m.value)
     for c in view.blocks[0].consequences:
         assert f"- └ `{c.id}` (warn, see `kv-pressure`)" in folded
+    # the engine's own tail of the run, as the report shows it
+    assert view.tail
+    assert [row.split(" | ")[0] for row in run_tail(at)] == [f"| {t.metric}" for t in view.tail]
+    assert all(f"| {t.line} |" in row for t, row in zip(view.tail, run_tail(at), strict=True))
     assert not at.info
 
 
@@ -305,3 +328,4 @@ def test_findings_outside_the_time_filter_are_set_apart(dataset):
     assert at.expander[0].label == "Incidents outside the time filter (1)"
     hidden = at.expander[0].dataframe[0].value
     assert hidden["playbook"].to_list() == ["kv-pressure"]
+    assert len(run_tail(at)) == 3  # the whole run's tail, whatever the time filter

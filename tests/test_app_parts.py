@@ -17,7 +17,7 @@ import altair as alt
 import polars as pl
 import pytest
 
-from tests.app_helpers import ingest_sample, kv_finding, write_findings
+from tests.app_helpers import TTFT_TAIL, ingest_sample, kv_finding, write_findings
 from traceq.app import charts, data, export_md, queries, state
 from traceq.app.queries import RequestFilter, Window
 from traceq.session import Session
@@ -185,6 +185,7 @@ def test_markdown_export_of_an_incident_leads_with_it(dataset, tmp_path):
     assert lines[0] == "# [high] KV-cache pressure (`kv-pressure`)"
     assert lines[2].startswith("From 2025-06-15 ") and "missed an SLO or failed." in lines[2]
     assert "- **Change:** Lower max_num_seqs" in lines
+    assert f"- **Tail:** {TTFT_TAIL}" in lines
     assert "  - └ `ttft-queueing` (warn, see `kv-pressure`): queueing is 94% of TTFT" in lines
     assert md.index("└ `ttft-queueing`") < md.index("## KV-cache pressure (high, fail)")
 
@@ -205,6 +206,7 @@ def test_findings_adapter_without_engine_and_from_a_file(dataset, tmp_path):
     # a file from before incidents (schema 1): each failing finding is an incident of its own
     assert [b.incident.root for b in loaded.view.blocks] == ["kv-pressure"]
     assert loaded.view.blocks[0].change == "Lower max_num_seqs"
+    assert loaded.view.tail == [] and loaded.view.blocks[0].tail == ""  # saved before the tail
     # schema 2: the incidents as the engine grouped them, the N/A playbooks on the CLI's line
     v2 = data.findings_for(str(dataset), str(write_findings(dataset, tmp_path / "v2.json")))
     view = v2.view
@@ -212,6 +214,8 @@ def test_findings_adapter_without_engine_and_from_a_file(dataset, tmp_path):
         ("kv-pressure", ["ttft-queueing"])]  # fmt: skip
     assert view.tally == ("4 playbooks: 1 root, 1 consequence folded under it, 1 passed, "
                           "1 not run for lack of data")  # fmt: skip
+    assert [(t.metric, t.p99) for t in view.tail] == [("TTFT", "27 s"), ("TPOT", "42 ms"),
+                                                      ("e2e", "31 s")]  # fmt: skip
     if importlib.util.find_spec("traceq.playbooks") is not None:
         from traceq.playbooks.render import not_applicable_line
 

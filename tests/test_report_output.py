@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import subprocess
+from html import escape
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from tests.report_factory import make_dataset
 from traceq.cli import cli
 from traceq.findings import Cause, Diagnosis, Finding, Incident
 from traceq.ingest import ingest
+from traceq.playbooks.render import incident_tail
 from traceq.report import build_report
 from traceq.report.charts import build as build_charts
 from traceq.report.kpis import KPIS
@@ -176,7 +178,12 @@ def _diagnosis() -> Diagnosis:
 
 def test_incidents_lead_worst_first_and_new_ones_are_marked(data):
     report = build_report(data["kv"], baseline=data["baseline"], findings=False)
-    report.diagnosis = _diagnosis()
+    # saved before the tail was explained: no `tail`, in the diagnosis or in its incidents
+    saved = _diagnosis().to_dict()
+    del saved["tail"]
+    for i in saved["incidents"]:
+        del i["tail"]
+    report.diagnosis = Diagnosis.from_dict(saved)
     report.findings_note = ""
     report.findings_evaluated = True
     # a baseline saved while the playbooks did not run: nothing can be new against it
@@ -208,7 +215,11 @@ def test_incidents_lead_worst_first_and_new_ones_are_marked(data):
     # the playbook without its data: one line naming the input that would enable it
     assert "Not run, for lack of data: GPU utilisation samples (nvidia-smi or DCGM) → " \
            "gpu-underutilized." in section  # fmt: skip
+    # no tail in the diagnosis: no tail line under an incident, no section for the run's
+    assert "Tail:" not in md and "The run's tail" not in md
+    assert ">tail<" not in html and "The run's tail" not in html
     doc = report.to_dict()
+    assert doc["tail"] == []
     assert [(i["root"], i["new"]) for i in doc["incidents"]] == [
         ("tbt-jitter", False), ("kv-pressure", True)]  # fmt: skip
     assert [f["id"] for f in doc["findings"]] == ["tbt-jitter", "kv-pressure"]
@@ -247,6 +258,23 @@ def test_report_leads_with_the_injected_fault(data, fault):
         assert f"<li>└ <code>{cid}</code>" in incidents
     assert [f.id for f, _ in report.findings()] == [i.root for i in d.incidents]
     assert [i["root"] for i in report.baseline_doc()["incidents"]] == [i.root for i in d.incidents]
+    # the tail: under the incident, the line of the metric it hurt most, as `diagnose` prints it
+    worst = incident_tail(d.incidents[0])
+    assert worst is not None and worst["line"].startswith("P99 ")
+    assert f"- **Tail:** {worst['line']}" in section.split("\n### ")[1].splitlines()
+    block = incidents[incidents.index('<div class="incident">') :]
+    block = block[: block.index("</div>")]
+    assert f"<td class='l'>tail</td><td class='l'>{escape(worst['line'])}</td>" in block
+    # ...then the whole run's, one row per metric: p99 in human units and the sentence
+    run = md[md.index("## The run's tail") : md.index("## KPIs")]
+    rows = [line for line in run.splitlines() if line.startswith("| ") and " P99 " in line]
+    assert [r.split(" | ")[0] for r in rows] == ["| TTFT", "| TPOT", "| e2e"]
+    assert re.fullmatch(r"\| TTFT \| [\d.,]+ (ms|s) \| P99 TTFT [\d.,]+ (ms|s) \(slowest \d+ "
+                        r"of [\d,]+ requests, from .+\): \d+ % .+ \|", rows[0])  # fmt: skip
+    assert all(f"| {m['line']} |" in run for m in d.tail)
+    tail = html[html.index("<h2>The run's tail</h2>") : html.index("<h2>KPIs</h2>")]
+    assert all(f"<td class='l'>{escape(m['line'])}</td>" in tail for m in d.tail)
+    assert report.to_dict()["tail"] == d.tail
     # the regression headline speaks in human units
     assert re.search(r"TTFT p95 \+[\d.,]+ (ms|s) \(\+[\d,]+ %\)", md)
 

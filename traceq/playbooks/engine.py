@@ -155,8 +155,9 @@ def _run(
     if not incidents:
         f.message = "symptom not seen in any window"
         return
-    worst = max(incidents, key=lambda w: (w.get("score") or 0.0, w["end"] - w["start"]))
-    kept = sorted(incidents, key=lambda w: -(w.get("score") or 0.0))[: options.max_windows]
+    # the worst window first (highest score, then longest), so it is always kept
+    ranked = sorted(incidents, key=lambda w: (-(w.get("score") or 0.0), w["start"] - w["end"]))
+    worst, kept = ranked[0], ranked[: options.max_windows]
     for w in kept:
         w.update(_when(w["start"], w["end"]))
         values = {**params, "start": w["start"], "end": w["end"]}

@@ -7,9 +7,11 @@ A parameter declares what it takes from the GPU with `gpu:` in its YAML:
 - `prefill_time`: a duration on the reference engine (`REFERENCE`: Llama-3.1-8B in bf16 on
   one H100 SXM), scaled by how much longer the same prompt tokens take here: the weights one
   GPU holds over the reference's, times the reference's bf16 peak over this GPU's;
-- `step_time`: the same, times the step's prefill budget (max_num_batched_tokens) over the
-  reference's when it is smaller: how long the steps a chunked-prefill engine takes by
-  design last here (a larger budget is a choice whose stalls are worth a finding).
+- `step_time`: scaled by how much longer a step of the prefill budget takes here (its
+  tokens at the bf16 peak plus one read of the weights at the memory bandwidth, with
+  max_num_batched_tokens when it is smaller than the reference's 8,192): how long the steps
+  a chunked-prefill engine takes by design last here (a larger budget is a choice whose
+  stalls are worth a finding).
 
 Scaled floors never go below their reference value (a faster GPU keeps the floor a person
 notices). The GPU is the model name most GPU samples carry (nvidia-smi `name`, DCGM
@@ -21,7 +23,7 @@ cannot fail (`cap`): a roofline for the wrong GPU is no floor.
 >>> from traceq.hardware import lookup
 >>> hw = Measured(spec=lookup("NVIDIA L4"), seen="NVIDIA L4", gpus=1, budget=2048)
 >>> hw.known, round(hw.scale("prefill_time"), 1), round(hw.scale("step_time"), 1)
-(True, 8.2, 2.0)
+(True, 8.2, 2.4)
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ REFERENCE = {
     "weights_gib": 15.0,
     "tflops_bf16": 989.0,
     "budget": 8192.0,
+    "hbm_gb_per_s": 3350.0,
 }
 SCALED = ("prefill_time", "step_time")
 _LABELS = {
@@ -73,12 +76,26 @@ class Measured:
 
     def scale(self, kind: str) -> float:
         """How much longer reference work takes here (`SCALED`), at least 1."""
-        model = (self.weights_gib or REFERENCE["weights_gib"]) / REFERENCE["weights_gib"]
-        factor = model * REFERENCE["tflops_bf16"] / self.spec.tflops_bf16
-        if kind == "step_time":  # a smaller budget shortens the step; a larger one is a
-            # choice whose stalls are the finding (prefill-interference's fix), not a floor
-            factor *= min(1.0, (self.budget or REFERENCE["budget"]) / REFERENCE["budget"])
-        return max(1.0, factor)
+        weights = self.weights_gib or REFERENCE["weights_gib"]
+        if kind == "prefill_time":
+            here = weights / self.spec.tflops_bf16
+            ref = REFERENCE["weights_gib"] / REFERENCE["tflops_bf16"]
+            return max(1.0, here / ref)
+        # a step: its prefill tokens at peak compute (2 FLOPs per parameter, 2 bytes a
+        # parameter), plus the weights read once at the memory bandwidth. A smaller budget
+        # shortens it; a larger one is a choice whose stalls are the finding
+        # (prefill-interference's fix), not a floor.
+        budget = min(self.budget or REFERENCE["budget"], REFERENCE["budget"])
+        here = _step_s(weights, budget, self.spec.tflops_bf16, self.spec.hbm_gb_per_s)
+        ref = _step_s(REFERENCE["weights_gib"], REFERENCE["budget"], REFERENCE["tflops_bf16"],
+                      REFERENCE["hbm_gb_per_s"])  # fmt: skip
+        return max(1.0, here / ref)
+
+
+def _step_s(weights_gib: float, tokens: float, tflops: float, gb_per_s: float) -> float:
+    """Seconds of one step that prefills `tokens` and reads the weights once, at peak."""
+    weights = weights_gib * 2**30
+    return tokens * weights / (tflops * 1e12) + weights / (gb_per_s * 1e9)
 
 
 def measured(session: Executor) -> Measured:

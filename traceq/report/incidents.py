@@ -1,14 +1,17 @@
 """What a person reads first of a `Diagnosis`, as data: its incidents, worst first, each with
-its root finding, what / impact / cause / change in words and its consequences folded under
-it; the playbooks that errored; those that did not run, grouped by the input that would
-enable them. The report (model.py, render_md.py, render_html.py) and the app
-(traceq/app/pages/findings.py, overview.py) lay it out; nothing here renders.
+its root finding, what / impact / cause / change and the tail of the metric it hurt most in
+words, and its consequences folded under it; the playbooks that errored; those that did not
+run, grouped by the input that would enable them; the run's tail, one line per metric (p99
+TTFT, TPOT, e2e and what their slowest requests spent their time on). The report (model.py,
+render_md.py, render_html.py) and the app (traceq/app/pages/findings.py, overview.py) lay it
+out; nothing here renders.
 
 The incidents are `Diagnosis.failing()` (the engine's, traceq/playbooks/incidents.py, most
 impact first): a consequence (`warn`, `see` = its root) is never a block of its own. A
 diagnosis saved before incidents existed (schema 1, e.g. `traceq app --findings old.json`)
 has findings that fail but no incident: each failed or warned finding then stands as an
-incident of its own.
+incident of its own. One saved before the tail was explained has no `tail`: its view has
+none, and nothing shows it.
 
 The words follow `traceq diagnose`'s (traceq/playbooks/render.py): the engine's headline,
 message and impact sentence, human durations, no "n/a" in a sentence (words.py imports the
@@ -23,11 +26,14 @@ engine lazily, so a report or app whose engine is missing or broken still opens)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from traceq.findings import Cause, Diagnosis, Finding, Incident, severity_rank
+from traceq.playbooks.render import incident_tail
 from traceq.playbooks.story import impact_sentence
+from traceq.playbooks.tail import METRICS
 from traceq.playbooks.words import duration_ms
 
 
@@ -91,12 +97,20 @@ class Block:
         return self.incident.fix
 
     @property
+    def tail(self) -> str:
+        """What the window's slowest requests spent their time on, for the metric the
+        incident hurt most (the engine's sentence, `traceq diagnose`'s `tail:` line); "" when
+        the diagnosis did not explain it."""
+        worst = incident_tail(self.incident)
+        return str(worst.get("line") or "") if worst else ""
+
+    @property
     def story(self) -> list[tuple[str, str]]:
         """(label, text) lines as `traceq diagnose` prints them: what, impact, cause, also,
-        undecided, change; lines without text left out."""
+        undecided, change, tail; lines without text left out."""
         lines = [("what", self.what), ("impact", self.impact), ("cause", self.cause)]
         lines += [("also", x) for x in self.also] + [("undecided", x) for x in self.undecided]
-        lines.append(("change", self.change))
+        lines += [("change", self.change), ("tail", self.tail)]
         return [(label, text) for label, text in lines if text]
 
     @property
@@ -116,6 +130,27 @@ class Block:
 
 
 @dataclass(frozen=True)
+class Tail:
+    """One metric of the run's tail: its name, its p99 in human units and the engine's
+    sentence (`P99 TTFT 27 s (slowest 5 of 64 requests, from 26 s): 100 % waited in queue
+    with the KV cache full`), as `traceq diagnose` prints it under "TAIL of the run"."""
+
+    metric: str
+    """TTFT, TPOT or e2e."""
+    p99: str
+    line: str
+
+    @classmethod
+    def of(cls, m: dict[str, Any]) -> Tail:
+        p99 = m.get("p99_ms")
+        return cls(
+            metric=METRICS.get(m.get("metric", ""), str(m.get("metric", ""))),
+            p99=duration_ms(p99) if isinstance(p99, int | float) else "",
+            line=str(m["line"]),
+        )
+
+
+@dataclass(frozen=True)
 class View:
     """A diagnosis as a person reads it (see the module docstring)."""
 
@@ -131,6 +166,8 @@ class View:
     total: int
     compared: bool = False
     """Whether `Block.new` was judged against a baseline."""
+    tail: list[Tail] = field(default_factory=list)
+    """The run's tail, one per metric; empty for a diagnosis saved before it was explained."""
 
     @property
     def not_run_line(self) -> str:
@@ -200,6 +237,7 @@ def view(d: Diagnosis, known_roots: set[str] | None = None) -> View:
         explained=sum(len(b.consequences) for b in blocks),
         total=len(d.findings),
         compared=known_roots is not None,
+        tail=[Tail.of(m) for m in d.tail or [] if isinstance(m, dict) and m.get("line")],
     )
 
 

@@ -91,6 +91,7 @@ class Report:
             "phases": m.phases.to_dicts(),
             "findings_note": self.findings_note,
             "incidents": [{**asdict(b.incident), "new": b.new} for b in shown.blocks],
+            "tail": list(self.diagnosis.tail or []),
             "findings": [{**f.to_dict(), "new": new} for f, new in self.findings()],
             "not_run": shown.not_run,
             "baseline": None

@@ -10,7 +10,7 @@ import polars as pl
 
 from traceq.report import fmt
 from traceq.report.charts import Chart
-from traceq.report.incidents import sentence
+from traceq.report.incidents import Tail, sentence
 from traceq.report.kpis import BY_NAME, KPIS, MAIN_KPIS
 from traceq.report.model import Report
 
@@ -169,6 +169,22 @@ def _incidents(r: Report) -> str:
     return "".join(parts)
 
 
+def _tail(tail: list[Tail]) -> str:
+    """The run's tail as render_md's: one row per metric, its p99 and the engine's sentence;
+    "" for a diagnosis without one."""
+    if not tail:
+        return ""
+    head = _row(["metric", "p99", "tail"], ["l", "", "l"], True)
+    rows = "".join(
+        _row([escape(t.metric), escape(t.p99), escape(t.line)], ["l", "", "l"]) for t in tail
+    )
+    return (
+        "<h2>The run's tail</h2><p class='meta'>What the slowest requests of the whole run "
+        "spent their time on (each incident's own tail is under it).</p>"
+        f"<table>{head}{rows}</table>"
+    )
+
+
 def _phases(r: Report) -> str:
     rows = [
         _row(
@@ -258,6 +274,7 @@ def render_html(r: Report, charts: list[Chart]) -> str:
         _load_note(r),
         _tiles(r),
         "<h2>Incidents</h2>" + _incidents(r),
+        _tail(r.view().tail),
         "<h2>KPIs</h2>" + _kpi_table(r),
         "<p class='meta'>Latency percentiles are linear (docs/METRICS.md); a KPI regresses when "
         "the change passes its absolute and relative thresholds and the bootstrap interval "

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from traceq.report import fmt
 from traceq.report.charts import Chart
-from traceq.report.incidents import Block, View, sentence
+from traceq.report.incidents import Block, Tail, View, sentence
 from traceq.report.kpis import KPIS
 from traceq.report.model import Report
 
@@ -40,9 +40,20 @@ def incidents_md(v: View, note: str = "") -> list[str]:
     return lines
 
 
+def tail_md(tail: list[Tail], heading: str = "## The run's tail") -> list[str]:
+    """The run's tail, one row per metric: its p99 and the engine's sentence saying what its
+    slowest requests spent their time on; nothing for a diagnosis without one."""
+    if not tail:
+        return []
+    lines = [heading, "", "What the slowest requests of the whole run spent their time on "
+             "(each incident's own tail is under it).", ""]  # fmt: skip
+    return lines + _table(["metric", "p99", "tail"], [[t.metric, t.p99, t.line] for t in tail])
+
+
 def incident_md(b: Block, heading: str = "### ") -> list[str]:
     """One incident: severity, title, when and how many requests it let down; what, impact,
-    cause, change; its consequences folded under it; example requests."""
+    cause, change, the tail of the metric it hurt most; its consequences folded under it;
+    example requests."""
     i = b.incident
     lines = [f"{heading}[{i.severity}] {i.title} (`{i.root}`)", ""]
     if b.when:
@@ -89,7 +100,10 @@ def render_md(r: Report, charts: list[Chart], chart_dir: str | None) -> str:
                 f"_The load differs from the baseline's: {', '.join(r.load_shift)}. "
                 "KPI changes may come from the load, not from the release._",
             ]
-    lines += ["", "## Incidents", "", *incidents_md(r.view(), r.findings_note)]
+    shown = r.view()
+    lines += ["", "## Incidents", "", *incidents_md(shown, r.findings_note)]
+    if shown.tail:
+        lines += ["", *tail_md(shown.tail)]
     changes = {c.kpi: c for c in r.changes}
     lines += ["", "## KPIs", ""]
     if changes:

@@ -2,15 +2,16 @@
 
 A profile replaces the engine fields a scenario leaves at their defaults (a fault's own
 settings, such as kv-pressure's 5 k-token cache, stay) and scales the arrival rate by the
-profile's capacity against the default engine (Llama-3.1-8B on one H100 SXM), so a healthy
-run is as loaded on an L4 as on an H100. Step costs follow the GPU's spec
+profile's capacity against the default engine (Llama-3.1-8B on one H100 SXM): the smaller of
+its prefill and decode speed against the default's, so a run is as loaded on an L4 as on an
+H100 whether its prompts or its outputs dominate. Step costs follow the GPU's spec
 (traceq/hardware/gpus.csv): weights and KV bytes over memory bandwidth for decode, 2 FLOPs per
 parameter per token at ~60 % of dense bf16 peak for prefill, per GPU when tensor-parallel.
 
 >>> from traceq.synth.scenarios import SCENARIOS
 >>> sc = on_hardware(SCENARIOS["kv-pressure"], "l4-8b")
 >>> sc.engine.gpu_name, sc.engine.kv_budget_tokens, round(sc.workload.rate_per_s, 2)
-('NVIDIA L4', 5000, 0.32)
+('NVIDIA L4', 5000, 0.14)
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ PROFILES: dict[str, Profile] = {
                 idle_w=55.0,
                 sm_clock_mhz=1410,
             ),
-            0.6,
+            0.3,
         ),
         Profile(
             "l4-8b",
@@ -74,7 +75,7 @@ PROFILES: dict[str, Profile] = {
                 idle_w=16.0,
                 sm_clock_mhz=2040,
             ),
-            0.2,
+            0.09,
         ),
         Profile(
             "h100x4-70b",
@@ -91,7 +92,7 @@ PROFILES: dict[str, Profile] = {
                 prefill_per_token_s=141.2e9 / 4 / (989e12 * 0.6) + 0.000005,
                 prefill_attn_per_token2_s=1.1e-12,
             ),
-            0.45,
+            0.4,
         ),
     )
 }

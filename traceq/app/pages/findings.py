@@ -1,7 +1,9 @@
 """Findings: the incidents the playbooks found, worst first — severity, title, when, what,
-impact, cause and the change to make, their consequences folded under them — each with its
-root finding's causes, evidence and SQL; links drill into the window and the requests; each
-incident exports as Markdown. The playbooks that lacked their data share one line."""
+impact, cause, the change to make and the tail of the metric it hurt most, their consequences
+folded under them — each with its root finding's causes, evidence and SQL; links drill into
+the window and the requests; each incident exports as Markdown. Then the run's tail (p99
+TTFT, TPOT, e2e and what their slowest requests spent their time on, as the report shows it);
+the playbooks that lacked their data share one line."""
 
 import streamlit as st
 
@@ -9,6 +11,7 @@ from traceq.app import charts, data, export_md, state, ui
 from traceq.app.queries import Window
 from traceq.findings import Finding
 from traceq.report.incidents import Block, sentence
+from traceq.report.render_md import tail_md
 
 ctx = ui.context()
 st.title("Findings")
@@ -117,6 +120,8 @@ for n, b in shown:
     card(n, b)
 if not view.blocks and not result.note:
     st.success("No incident: no playbook failed.")
+if view.tail:  # the whole run's, whatever the time filter
+    st.markdown("\n".join(tail_md(view.tail, "**The run's tail**")))
 if view.warnings:
     st.markdown(
         "**Warnings that no incident holds**\n"

@@ -143,3 +143,27 @@ def test_twenty_bad_minutes_in_eight_healthy_hours_fire_with_their_window(tmp_pa
     assert {"waiting-requests", "concurrency-cap"} <= confirmed  # 4 running, 8 waiting
     assert "kv-saturated" not in confirmed
     assert f.example_requests and f.evidence[0].rows
+
+
+def test_the_worst_window_is_reported_when_windows_tie_on_score(healthy, tmp_path):
+    """Seven separate windows fire with the same score and the longest one last: the finding
+    reports that one as its worst, among the five it keeps (a tie once left it out and
+    stopped the playbook)."""
+    text = Path(load_catalog().by_id()["ttft-queueing"].source).read_text()
+    symptom = text[text.index("  sql: |", text.index("symptom:")) : text.index("  figures: |")]
+    ties = (
+        "  sql: |\n"
+        "    SELECT g * 10000000000000 AS ts,\n"
+        "           g * 10000000000000 + CASE WHEN g = 7 THEN 900000000000 ELSE 100000000000 END\n"
+        "               AS ts_end,\n"
+        "           true AS fired, 1.0 AS score\n"
+        "    FROM range(1, 8) AS t(g)\n"
+    )
+    (tmp_path / "ties.yaml").write_text(text.replace(symptom, ties))
+    with Session(healthy) as s:
+        d = diagnose(s, load_catalog(tmp_path).playbooks)
+    f = {f.id: f for f in d.findings}["ttft-queueing"]
+    assert f.status in ("fail", "warn"), f.message
+    assert len(f.windows) == 5
+    (worst,) = [w for w in f.windows if w.get("worst")]
+    assert worst["end"] - worst["start"] == 900 * 10**9

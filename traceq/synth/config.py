@@ -115,3 +115,4 @@ class Scenario:
     log_requests: bool = False  # vLLM request logging (off by default since vLLM 0.10.2)
     start_ns: int = DEFAULT_START_NS
     intensity: str | None = None  # mild / medium / strong (traceq/synth/variants.py)
+    hardware: str = "h100-8b"  # the engine profile it runs on (traceq/synth/hardware.py)

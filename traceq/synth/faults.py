@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from traceq.synth.arrivals import rng
-from traceq.synth.config import EngineConfig, FaultConfig, Scenario
+from traceq.synth.config import FaultConfig, Scenario
+from traceq.synth.hardware import PROFILES
 from traceq.synth.engine import NS, Request, window_ns
 from traceq.synth.sim import RunInfo
 
@@ -125,7 +126,7 @@ def injected(sc: Scenario, info: RunInfo) -> list[dict]:
     """The faults a scenario injects, for labels.json: fault id, cause id, the windows where
     it is active (ns since the epoch, UTC), the playbooks that must / may fire, parameters."""
     f, c, d = sc.faults, sc.engine, FaultConfig()
-    e = EngineConfig()
+    e = PROFILES[sc.hardware].engine  # what is normal on this hardware
     windowed = window_ns(f, info.t_first_arrival)
     whole = _span(*windowed) if windowed else _span(info.t_first_arrival, info.t_end)
     out: list[dict] = []

@@ -114,4 +114,4 @@ def on_hardware(sc: Scenario, profile: str) -> Scenario:
     engine = replace(p.engine, **own)
     rate = sc.workload.rate_per_s
     workload = replace(sc.workload, rate_per_s=rate * p.capacity if rate else rate)
-    return replace(sc, engine=engine, workload=workload)
+    return replace(sc, engine=engine, workload=workload, hardware=profile)

@@ -161,7 +161,8 @@ def score(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def root_first(r: dict[str, Any]) -> bool:
-    """The first incident's root is an injected fault's playbook."""
+    """The first incident's root is an injected fault's playbook (asked only of runs that
+    expect one: a fault a windowed run cannot show, such as fixed lengths, expects none)."""
     return r.get("first_root") in r["expected"]
 
 
@@ -290,7 +291,10 @@ def render(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"{'yes' if ok else 'no'} |"
     )
 
-    rf = [[root_first(r) for r in faults if r["variant"] == v] for v in ("whole", "windowed")]
+    rf = [
+        [root_first(r) for r in faults if r["variant"] == v and r["expected"]]
+        for v in ("whole", "windowed")
+    ]
     rf_all = [x for v in rf for x in v]
     L.append(
         f"| first incident's root is the injected fault ≥ 0.9 | {ratio(sum(rf[0]), len(rf[0]))} "
@@ -344,10 +348,11 @@ def hardware_table(results: list[dict[str, Any]]) -> list[str]:
         tp = sum(len(x["tp"]) for x in scored)
         fp = sum(len(x["fp"]) + len(x["mis"]) for x in scored)
         fn = sum(len(x["fn"]) + len(x["mis"]) for x in scored)
-        first = sum(root_first(r) for r in faults)
+        asked = [r for r in faults if r["expected"]]
+        first = sum(root_first(r) for r in asked)
         healthy = [r for r in mine if r["scenario"] == "healthy"]
         bad = sum(any(f["status"] == "fail" for f in r["findings"]) for r in healthy)
-        rf = f"{first}/{len(faults)}" if faults else "–"
+        rf = f"{first}/{len(asked)}" if asked else "–"
         L.append(f"| {hw} | {len(faults)} | {pr(tp, fp, fn)} | {rf} | {bad} of {len(healthy)} |")
     return L
 

@@ -1,9 +1,10 @@
 """Findings → incidents: one root cause per incident, its consequences, its impact.
 
 A playbook declares the others it can explain (`explains:` in its YAML, `model.Edge`). After
-every playbook ran, each failing finding C that a failing root R declares is checked: C's
-worst window must lie in or next to one of R's windows (on the diagnosis grid), and the
-mechanism must hold in C's window: one of C's own causes named by `via` is confirmed there,
+every playbook ran, each failing finding C that a failing root R declares is checked: one of
+C's windows must lie in or next to one of R's windows (on the diagnosis grid; a fault over
+the whole run fires in many windows, and their worst ones need not meet), and the mechanism
+must hold in C's worst window: one of C's own causes named by `via` is confirmed there,
 or the edge's `sql` returns a `strength` of at least `confirm_at`. Overlap alone explains
 nothing. An explained finding becomes `warn` with `see` naming its incident's root; a
 failing finding that nothing explains is a root of its own. Each root makes one incident
@@ -67,7 +68,9 @@ def build(session: Executor, findings: list[Finding], playbooks: list[Playbook])
         pb = by_id.get(rid)
         for edge in pb.explains if pb else ():
             c = failing.get(edge.playbook)
-            if c is None or c.id == rid or not _near(worst(c), root.windows, grid):
+            if c is None or c.id == rid:
+                continue
+            if not any(_near(w, root.windows, grid) for w in c.windows):
                 continue
             strength = _mechanism(session, edge, c, root)
             if strength is not None:
@@ -107,7 +110,7 @@ def _near(window: dict[str, Any], others: list[dict[str, Any]], pad: int) -> boo
     if "start" not in window:
         return False
     return any(
-        window["start"] < o["end"] + pad and o["start"] - pad < window["end"] for o in others
+        window["start"] <= o["end"] + pad and o["start"] - pad <= window["end"] for o in others
     )
 
 

@@ -1,6 +1,7 @@
 -- What the tail requests spent their time on, and what the engine was doing then
 -- (traceq/playbooks/tail.py). For the requests that arrived in [$start, $end) and succeeded,
--- per metric (TTFT, TPOT, e2e): the slowest $tail_share of them (at least $min_tail), each
+-- per metric (TTFT, TPOT, e2e): the slowest $tail_share of them (at least $min_tail; ties
+-- at the threshold all count), each
 -- with its dominant phase and the first engine state that held over its interval (arrival
 -- to first token for TTFT, first to last token for TPOT, arrival to last token for e2e):
 --   preempted     the engine preempted it (its own count or a preemption event naming it);
@@ -10,7 +11,7 @@
 --   long-prefill  another request's prefill of $long_prompt_tokens or more uncached tokens
 --                 overlapped the interval;
 --   long-prompt   (TTFT) its own prompt was that long; long-output (e2e) its own output
---                 was in the run's longest 5 %;
+--                 was in the window's longest 5 %;
 --   none          none of these.
 -- One row per (metric, phase, state), with the metric's p99 and tail threshold.
 WITH r AS (
@@ -32,30 +33,37 @@ WITH r AS (
     FROM request_phases AS p
     WHERE p.t_arrival >= $start AND p.t_arrival < $end AND p.error IS NULL
 ),
-m AS (
-    SELECT 'ttft' AS metric, *, ttft_ns AS v FROM r WHERE ttft_ns IS NOT NULL
-    UNION ALL
-    SELECT 'tpot', *, tpot_ns FROM r WHERE tpot_ns IS NOT NULL
-    UNION ALL
-    SELECT 'e2e', *, e2e_ns FROM r WHERE e2e_ns IS NOT NULL
-),
 sized AS (
-    SELECT metric, count(*) AS n, quantile_cont(v, 0.99) AS p99_ns
-    FROM m
-    GROUP BY metric
-    HAVING count(*) >= $min_requests
+    -- one pass: per metric the count, p99 and the tail's threshold (the slowest
+    -- $tail_share, or the $min_tail slowest when that is more)
+    SELECT
+        count(ttft_ns) AS n_ttft,
+        count(tpot_ns) AS n_tpot,
+        count(e2e_ns) AS n_e2e,
+        quantile_cont(ttft_ns, 0.99) AS p99_ttft,
+        quantile_cont(tpot_ns, 0.99) AS p99_tpot,
+        quantile_cont(e2e_ns, 0.99) AS p99_e2e,
+        least(quantile_disc(ttft_ns, 1 - $tail_share),
+              list_min(max(ttft_ns, CAST($min_tail AS BIGINT)))) AS thr_ttft,
+        least(quantile_disc(tpot_ns, 1 - $tail_share),
+              list_min(max(tpot_ns, CAST($min_tail AS BIGINT)))) AS thr_tpot,
+        least(quantile_disc(e2e_ns, 1 - $tail_share),
+              list_min(max(e2e_ns, CAST($min_tail AS BIGINT)))) AS thr_e2e
+    FROM r
 ),
 tail AS (
-    SELECT
-        m.*,
-        s.n,
-        s.p99_ns,
-        CASE m.metric WHEN 'tpot' THEN m.t_first ELSE m.t_arrival END AS a,
-        CASE m.metric WHEN 'ttft' THEN m.t_first ELSE m.t_last END AS b
-    FROM m
-    JOIN sized AS s USING (metric)
-    QUALIFY row_number() OVER (PARTITION BY m.metric ORDER BY m.v DESC, m.request_id)
-        <= greatest($min_tail, ceil(s.n * $tail_share))
+    SELECT 'ttft' AS metric, r.*, r.ttft_ns AS v, s.n_ttft AS n, s.p99_ttft AS p99_ns,
+           r.t_arrival AS a, r.t_first AS b
+    FROM r, sized AS s
+    WHERE r.ttft_ns >= s.thr_ttft AND s.n_ttft >= $min_requests
+    UNION ALL
+    SELECT 'tpot', r.*, r.tpot_ns, s.n_tpot, s.p99_tpot, r.t_first, r.t_last
+    FROM r, sized AS s
+    WHERE r.tpot_ns >= s.thr_tpot AND s.n_tpot >= $min_requests
+    UNION ALL
+    SELECT 'e2e', r.*, r.e2e_ns, s.n_e2e, s.p99_e2e, r.t_arrival, r.t_last
+    FROM r, sized AS s
+    WHERE r.e2e_ns >= s.thr_e2e AND s.n_e2e >= $min_requests
 ),
 long_prefills AS (
     -- prefills of long uncached prompts anywhere in the run (scheduled to first token)
@@ -66,7 +74,8 @@ long_prefills AS (
         prompt_tokens - coalesce(cached_tokens, 0) AS new_tokens
     FROM request_phases
     WHERE prompt_tokens - coalesce(cached_tokens, 0) >= $long_prompt_tokens
-        AND ttft_ns IS NOT NULL
+        AND ttft_ns IS NOT NULL AND t_arrival < $end + (SELECT max(e2e_ns) FROM r)
+        AND t_arrival + ttft_ns > $start
 ),
 behind AS (
     SELECT t.metric, t.request_id, max(l.new_tokens) AS ahead_tokens
@@ -98,7 +107,7 @@ warm AS (
         AND t.t_arrival - e.ts <= CAST($warmup_s * 1e9 AS BIGINT)
 ),
 long_output AS (
-    SELECT quantile_cont(output_tokens, 0.95) AS tokens FROM request_phases WHERE error IS NULL
+    SELECT quantile_cont(output_tokens, 0.95) AS tokens FROM r
 ),
 judged AS (
     SELECT

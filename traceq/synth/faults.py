@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from traceq.synth.arrivals import rng
 from traceq.synth.config import FaultConfig, Scenario
-from traceq.synth.hardware import PROFILES
 from traceq.synth.engine import NS, Request, window_ns
+from traceq.synth.hardware import PROFILES
 from traceq.synth.sim import RunInfo
 
 

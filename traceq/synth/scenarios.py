@@ -43,7 +43,7 @@ SCENARIOS: dict[str, Scenario] = {
             "prefill-interference",
             "12 % of prompts are 8–16 k tokens and chunked prefill is off: decodes stall "
             "behind whole prefills.",
-            ("prefill-interference", "tbt-jitter"),
+            ("prefill-interference",),
             engine=EngineConfig(chunked_prefill=False, max_num_batched_tokens=32768),
             faults=FaultConfig(long_prompt_fraction=0.12),
             workload=replace(BASE_WORKLOAD, rate_per_s=2.0),

@@ -81,6 +81,28 @@ CASES = {
         "CUDA out of memory while the model was loading",
         "Raise tensor_parallel_size",
     ),
+    "the engine died and was restarted": (
+        STARTUP
+        + SERVING[:8]
+        + [
+            info(
+                80, "core.py:600", "RuntimeError: CUDA error: illegal memory access", level="ERROR"
+            ),
+            info(
+                81,
+                "async_llm.py:420",
+                "EngineDeadError: EngineCore encountered an issue. "
+                "See stack trace (above) for the root cause.",
+                API,
+                "ERROR",
+            ),
+            info(125, "api_server.py:1805", "vLLM API server version 0.10.1.1", API),
+            info(150, "launcher.py:29", "Application startup complete.", "", ""),
+        ],
+        "engine-died",
+        "the engine was starting again 44 s later",
+        "Fix the first error before the EngineDeadError (RuntimeError: CUDA error: illegal",
+    ),
     "KV-connector loads failed, requests recomputed": (
         STARTUP
         + SERVING
@@ -135,6 +157,7 @@ def test_an_oom_or_death_is_critical_a_kv_load_failure_high(diagnoses):
         "runtime OOM, the engine itself": "critical",
         "runtime OOM, another process holds memory": "critical",
         "OOM while loading the weights": "critical",
+        "the engine died and was restarted": "critical",
         "KV-connector loads failed, requests recomputed": "high",
     }
 

@@ -230,6 +230,12 @@ OOM_LINES = [
         + OOM_2_1,
         {"oom": 2.0, "oom_total_gib": 79.15, "oom_free_gib": 1.23, "oom_process_gib": 77.9},
     ),
+    (
+        "the CUDA runtime's own error (a kernel launch, no sizes)",
+        "(VllmWorker TP0 pid=7) ERROR 09-06 03:10:08 [multiproc_executor.py:1] "
+        "RuntimeError: CUDA error: out of memory",
+        {"oom": None},
+    ),
 ]  # fmt: skip
 
 
@@ -241,9 +247,10 @@ def test_oom_variants(tmp_path: Path, line: str, expect: dict) -> None:
     got = {k: v for _, k, v, _, _, _ in events(con, "oom%") if k != "oom_process_gib" or v > 1}
     assert got == pytest.approx(expect)
     (message,) = [m for _, k, _, _, _, m in events(con, "oom") if k == "oom"]
-    assert "out of memory. Tried to allocate" in message[:80]  # the numbers are kept
+    if expect["oom"] is not None:
+        assert "out of memory. Tried to allocate" in message[:80]  # the numbers are kept
     severities = {k: sev for _, k, _, sev, _, _ in events(con, "oom%")}
-    assert severities.pop("oom") == "ERROR" and set(severities.values()) == {"INFO"}
+    assert severities.pop("oom") == "ERROR" and set(severities.values()) <= {"INFO"}
     accounted(entry, path)
 
 

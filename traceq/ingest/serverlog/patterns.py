@@ -139,9 +139,18 @@ SETTINGS_NESTED = r"\{[^{}]*\}|\([^()]*\)|\[[^\[\]]*\]"
 # memory … ` (2.1 printed `capacty`); torch < 2.1: `Tried to allocate 20.00 MiB (GPU 0;
 # 79.35 GiB total capacity; 76.01 GiB already allocated; 9.19 MiB free; …)`. ROCm builds print
 # `HIP out of memory`, XPU ones `XPU out of memory` (c10/xpu/XPUCachingAllocator.cpp).
-OOM = r"(?:CUDA|HIP|XPU) out of memory|OutOfMemoryError"
+# A kernel launch or NCCL that finds no memory raises the CUDA runtime's own error instead
+# (`RuntimeError: CUDA error: out of memory`, c10/cuda/CUDAException.h; NCCL's
+# `ncclSystemError … Cuda failure 'out of memory'`): no sizes, the same incident.
+OOM = (
+    r"(?:CUDA|HIP|XPU) out of memory|OutOfMemoryError|(?:CUDA|HIP) error: out of memory"
+    r"|Cuda failure 'out of memory'"
+)
 # The message from the OOM text on (what `events.message` keeps: the numbers come first).
-OOM_TEXT = r"[\w.]*(?:OutOfMemoryError|(?:CUDA|HIP|XPU) out of memory).*"
+OOM_TEXT = (
+    r"[\w.]*(?:OutOfMemoryError|(?:CUDA|HIP|XPU) out of memory|(?:CUDA|HIP) error: out of "
+    r"memory|Cuda failure 'out of memory').*"
+)
 _NUM = r"\d+(?:\.\d+)?"
 _UNIT = r"bytes|KiB|MiB|GiB"
 OOM_TRIED = r"Tried to allocate (?P<n>" + _NUM + r") (?P<unit>" + _UNIT + ")"

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from traceq.findings import Cause, Diagnosis, Evidence, Finding, severity_rank
+from traceq.findings import Cause, Diagnosis, Evidence, Finding, Incident, severity_rank
 from traceq.playbooks import gpu, incidents, steps, tail
 from traceq.playbooks.executor import Executor
 from traceq.playbooks.model import CauseSpec, Playbook, Requirement
@@ -93,7 +93,10 @@ def diagnose(
         with steps.playbook("tail"):
             run_tail = _run_tail(session, time_range)
             for incident in grouped:
-                incident.tail = tail.explain(session, incident.start_ns, incident.end_ns)
+                if _covers(incident, time_range):  # the run's own tail: asked once
+                    incident.tail = run_tail
+                else:
+                    incident.tail = tail.explain(session, incident.start_ns, incident.end_ns)
     rank = {i.root: n for n, i in enumerate(grouped)}
     findings.sort(
         key=lambda f: (
@@ -268,6 +271,14 @@ def _run_tail(session: Executor, time_range: dict[str, int | None]) -> list[dict
     if start is None or end is None:
         return []
     return tail.explain(session, start, end + 1)
+
+
+def _covers(incident: Incident, time_range: dict[str, int | None]) -> bool:
+    """The incident's window holds every arrival of the run."""
+    start, end = time_range.get("start"), time_range.get("end")
+    return (
+        start is not None and end is not None and incident.start_ns <= start < end < incident.end_ns
+    )
 
 
 def _time_range(session: Executor) -> dict[str, int | None]:

@@ -21,7 +21,7 @@ from tests.report_factory import make_dataset
 from traceq.cli import cli
 from traceq.findings import Cause, Diagnosis, Finding, Incident
 from traceq.ingest import ingest
-from traceq.playbooks.render import incident_tail
+from traceq.playbooks.story import worst_tail
 from traceq.report import build_report
 from traceq.report.charts import build as build_charts
 from traceq.report.kpis import KPIS
@@ -259,7 +259,7 @@ def test_report_leads_with_the_injected_fault(data, fault):
     assert [f.id for f, _ in report.findings()] == [i.root for i in d.incidents]
     assert [i["root"] for i in report.baseline_doc()["incidents"]] == [i.root for i in d.incidents]
     # the tail: under the incident, the line of the metric it hurt most, as `diagnose` prints it
-    worst = incident_tail(d.incidents[0])
+    worst = worst_tail(d.incidents[0])
     assert worst is not None and worst["line"].startswith("P99 ")
     assert f"- **Tail:** {worst['line']}" in section.split("\n### ")[1].splitlines()
     block = incidents[incidents.index('<div class="incident">') :]

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from traceq.findings import Diagnosis, Finding, Incident
+from traceq.playbooks import story
 from traceq.playbooks.model import Param, Playbook
-from traceq.playbooks.story import impact_sentence
 from traceq.playbooks.words import duration_ms
 
 LABEL = {
@@ -77,47 +77,16 @@ def render_text(d: Diagnosis, *, verbose: bool = False) -> str:
 
 def _incident_block(n: int, i: Incident, by_id: dict[str, Finding]) -> list[str]:
     root = by_id.get(i.root)
-    lines = [f"INCIDENT {n} {i.headline}"]
-    if root is not None:
-        lines.append(f"  what:   {root.message}")
-    how_bad = impact_sentence(i.impact)
-    if how_bad:
-        lines.append(f"  impact: {how_bad}")
-    causes = [c for c in root.causes if c.status == "confirmed"] if root else []
-    if causes:
-        c = causes[0]
-        lines.append(f"  cause:  {c.title} — {c.evidence} (confidence {i.confidence:.2f})")
-        lines += [f"          also: {c.title} — {c.evidence}" for c in causes[1:3]]
-    else:
-        lines.append("  cause:  none of the checked causes was confirmed")
-    if root is not None:
-        lines += [f"  undecided: {c.title} — needs {c.needs}" for c in root.causes
-                  if c.status == "not_applicable"]  # fmt: skip
-    if i.fix:
-        lines.append(f"  change: {i.fix}")
-    worst = incident_tail(i)
-    if worst:
-        lines.append(f"  tail:   {worst['line']}")
+    out = [f"INCIDENT {n} {i.headline}"]
+    for label, text in story.lines(i, root):
+        out.append(f"          also: {text}" if label == "also" else f"  {label + ':':7} {text}")
     for cid in i.consequences:
         f = by_id.get(cid)
         if f is not None:
-            lines.append(f"  └ {LABEL[f.status]} {f.id} (see {i.root}): {f.message}")
+            out.append(f"  └ {LABEL[f.status]} {f.id} (see {i.root}): {f.message}")
     if root is not None and root.example_requests:
-        lines.append(f"  examples: {', '.join(root.example_requests)}")
-    return lines
-
-
-def incident_tail(i: Incident) -> dict[str, Any] | None:
-    """The incident's tail line for the metric it hurt most (p99 inside over outside)."""
-    if not i.tail:
-        return None
-
-    def ratio(m: dict[str, Any]) -> float:
-        inside = i.impact.get(f"{m['metric']}_p99_in_ms")
-        outside = i.impact.get(f"{m['metric']}_p99_out_ms")
-        return inside / outside if inside and outside else 0.0
-
-    return max(i.tail, key=ratio)
+        out.append(f"  examples: {', '.join(root.example_requests)}")
+    return out
 
 
 def render_markdown(d: Diagnosis) -> str:

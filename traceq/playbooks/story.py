@@ -71,6 +71,45 @@ def impact_sentence(impact: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def worst_tail(i: Incident) -> dict[str, Any] | None:
+    """The incident's tail (traceq/playbooks/tail.py) for the metric it hurt most: p99
+    inside over outside its window."""
+    if not i.tail:
+        return None
+
+    def ratio(m: dict[str, Any]) -> float:
+        inside = i.impact.get(f"{m['metric']}_p99_in_ms")
+        outside = i.impact.get(f"{m['metric']}_p99_out_ms")
+        return inside / outside if inside and outside else 0.0
+
+    return max(i.tail, key=ratio)
+
+
+def lines(i: Incident, root: Finding | None) -> list[tuple[str, str]]:
+    """(label, text) of an incident as a person reads it: what, impact, cause (with the
+    confidence), also (two more confirmed causes), undecided, change, tail; a line without
+    text left out. `traceq diagnose`, the report and the app print these."""
+    confirmed = [c for c in root.causes if c.status == "confirmed"] if root else []
+    cause = "none of the checked causes was confirmed"
+    if confirmed:
+        cause = _cause(confirmed[0].title, confirmed[0].evidence)
+        cause += f" (confidence {i.confidence:.2f})"
+    out = [("what", root.message if root else ""), ("impact", impact_sentence(i.impact))]
+    out += [("cause", cause)] + [("also", _cause(c.title, c.evidence)) for c in confirmed[1:3]]
+    out += [
+        ("undecided", f"{c.title} — needs {c.needs}" if c.needs else c.title)
+        for c in (root.causes if root else [])
+        if c.status == "not_applicable"
+    ]
+    tail = worst_tail(i)
+    out += [("change", i.fix), ("tail", str(tail.get("line") or "") if tail else "")]
+    return [(label, text) for label, text in out if text]
+
+
+def _cause(title: str, evidence: str) -> str:
+    return f"{title.rstrip('.')} — {evidence}" if evidence else title.rstrip(".")
+
+
 def summary(i: Incident, root: Finding, consequences: list[Finding]) -> str:
     """What, when, how bad, why, what to do: one paragraph."""
     out = [f"{i.title}: {root.message}."]

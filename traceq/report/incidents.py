@@ -13,9 +13,8 @@ has findings that fail but no incident: each failed or warned finding then stand
 incident of its own. One saved before the tail was explained has no `tail`: its view has
 none, and nothing shows it.
 
-The words follow `traceq diagnose`'s (traceq/playbooks/render.py): the engine's headline,
-message and impact sentence, human durations, no "n/a" in a sentence (words.py imports the
-engine lazily, so a report or app whose engine is missing or broken still opens).
+The words are `traceq diagnose`'s (traceq/playbooks/story.py): the engine's headline,
+message, incident lines and impact sentence, human durations, no "n/a" in a sentence.
 
 >>> f = Finding(id="kv-pressure", status="fail", severity="high", title="KV-cache pressure",
 ...             message="KV cache full", fixes=["Lower max_num_seqs"])
@@ -27,12 +26,10 @@ engine lazily, so a report or app whose engine is missing or broken still opens)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
-from traceq.findings import Cause, Diagnosis, Finding, Incident, severity_rank
-from traceq.playbooks.render import incident_tail
-from traceq.playbooks.story import impact_sentence
+from traceq.findings import Diagnosis, Finding, Incident, severity_rank
+from traceq.playbooks import story
 from traceq.playbooks.tail import METRICS
 from traceq.playbooks.words import duration_ms
 
@@ -56,62 +53,18 @@ class Block:
         if i.headline.startswith(prefix):
             return i.headline[len(prefix) :]
         if i.end_ns > i.start_ns:
-            return f"from {_clock(i.start_ns)} for {_duration(i.end_ns - i.start_ns)}"
+            return f"from {story.clock(i.start_ns)} for {_duration(i.end_ns - i.start_ns)}"
         return i.headline
 
     @property
-    def what(self) -> str:
-        return self.root.message if self.root is not None else ""
-
-    @property
-    def impact(self) -> str:
-        """How bad, inside the window against outside (the engine's sentence)."""
-        return impact_sentence(self.incident.impact)
-
-    @property
-    def cause(self) -> str:
-        """The confirmed cause with its evidence and the incident's confidence."""
-        confirmed = self._confirmed()
-        if not confirmed:
-            return "none of the checked causes was confirmed"
-        c = confirmed[0]
-        return _cause(c.title, c.evidence) + f" (confidence {self.incident.confidence:.2f})"
-
-    @property
-    def also(self) -> list[str]:
-        """Further confirmed causes (at most two)."""
-        return [_cause(c.title, c.evidence) for c in self._confirmed()[1:3]]
-
-    @property
-    def undecided(self) -> list[str]:
-        """Causes the data could not decide, with what would decide them."""
-        causes = self.root.causes if self.root is not None else []
-        return [
-            f"{c.title} — needs {c.needs}" if c.needs else c.title
-            for c in causes
-            if c.status == "not_applicable"
-        ]
+    def story(self) -> list[tuple[str, str]]:
+        """(label, text) lines as `traceq diagnose` prints them (traceq/playbooks/story.py):
+        what, impact, cause, also, undecided, change, tail; lines without text left out."""
+        return story.lines(self.incident, self.root)
 
     @property
     def change(self) -> str:
         return self.incident.fix
-
-    @property
-    def tail(self) -> str:
-        """What the window's slowest requests spent their time on, for the metric the
-        incident hurt most (the engine's sentence, `traceq diagnose`'s `tail:` line); "" when
-        the diagnosis did not explain it."""
-        worst = incident_tail(self.incident)
-        return str(worst.get("line") or "") if worst else ""
-
-    @property
-    def story(self) -> list[tuple[str, str]]:
-        """(label, text) lines as `traceq diagnose` prints them: what, impact, cause, also,
-        undecided, change, tail; lines without text left out."""
-        lines = [("what", self.what), ("impact", self.impact), ("cause", self.cause)]
-        lines += [("also", x) for x in self.also] + [("undecided", x) for x in self.undecided]
-        lines += [("change", self.change), ("tail", self.tail)]
-        return [(label, text) for label, text in lines if text]
 
     @property
     def examples(self) -> list[str]:
@@ -123,10 +76,6 @@ class Block:
         if i.end_ns <= i.start_ns:
             return True
         return i.start_ns < until and i.end_ns > since
-
-    def _confirmed(self) -> list[Cause]:
-        causes = self.root.causes if self.root is not None else []
-        return [c for c in causes if c.status == "confirmed"]
 
 
 @dataclass(frozen=True)
@@ -257,8 +206,8 @@ def _legacy(findings: list[Finding]) -> list[Incident]:
                 root_cause=confirmed[0].id if confirmed else None,
                 title=f.title,
                 severity=f.severity,
-                start=_iso(start) if windows else "",
-                end=_iso(end) if windows else "",
+                start=story.iso(start) if windows else "",
+                end=story.iso(end) if windows else "",
                 headline="",
                 summary=f.message,
                 confidence=confirmed[0].strength if confirmed else 0.0,
@@ -275,20 +224,8 @@ def sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _cause(title: str, evidence: str) -> str:
-    return f"{title.rstrip('.')} — {evidence}" if evidence else title.rstrip(".")
-
-
 def _plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n:,} {one if n == 1 else (many or one + 's')}"
-
-
-def _clock(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _iso(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _duration(ns: int) -> str:

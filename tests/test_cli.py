@@ -170,8 +170,8 @@ def test_schema_lists_and_describes(dataset):
 
 
 def test_max_line_bytes_default_matches_the_readers():
-    from traceq import cli
+    from traceq.cli import ingest
     from traceq.ingest import blocks
 
-    assert cli.MAX_LINE_BYTES == blocks.MAX_LINE_BYTES
-    assert cli.MAX_DOCUMENT_BYTES == blocks.MAX_DOCUMENT_BYTES
+    assert ingest.MAX_LINE_BYTES == blocks.MAX_LINE_BYTES
+    assert ingest.MAX_DOCUMENT_BYTES == blocks.MAX_DOCUMENT_BYTES

@@ -11,6 +11,7 @@ import traceq
 from tests import gpu_factory as f
 from traceq.dataset import Dataset
 from traceq.ingest import IngestOptions, ingest
+from traceq.writer import SourceWriter
 
 NS, T0 = f.NS, f.T0
 MS = 1_000_000
@@ -18,7 +19,7 @@ MS = 1_000_000
 
 def add_requests(dataset, rows: list[dict]) -> None:
     """Requests as another ingester would have written them."""
-    writer = Dataset(dataset, create=True).writer("requests0000000")
+    writer = SourceWriter(Dataset(dataset, create=True), "requests0000000")
     writer.write("requests", pl.DataFrame(rows))
     writer.commit({"path": "requests", "format": "test", "clock_domain": "unix_ns"})
 
@@ -133,7 +134,7 @@ def test_engine_stats_get_the_gpu_state_in_force(tmp_path):
     path.write_text(scrapes(["node-a", "node-b"]))
     ds = tmp_path / "ds"
     ingest([path], ds)
-    writer = Dataset(ds).writer("engine00000000000")
+    writer = SourceWriter(Dataset(ds), "engine00000000000")
     stats = pl.DataFrame(
         {
             "ts": [T0 + 3_500 * MS, T0 + 7 * NS, T0 - NS],
@@ -224,7 +225,7 @@ def test_request_gpu_keeps_exactly_the_pairs_of_the_range_join(tmp_path, hosts):
                 )
             )
     ds = tmp_path / "ds"
-    writer = Dataset(ds, create=True).writer("gpu0000000000000")
+    writer = SourceWriter(Dataset(ds, create=True), "gpu0000000000000")
     writer.write("gpu_samples", pl.concat(samples))
     writer.commit({"path": "gpu", "format": "test", "clock_domain": "unix_ns"})
     n = 400

@@ -1,4 +1,4 @@
-"""Contracts of the ingest families (issue 9 §7): the `Family` protocol, one second-pass
+"""Contracts of the ingest families: the `Family` protocol, one second-pass
 DuckDB set-up that is bounded and always closed."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from traceq.ingest import FAMILIES, formats
 from traceq.ingest.family import Family
 from traceq.ingest.second_pass import SECOND_PASS_MEMORY, second_pass
 from traceq.schema import polars_schema
+from traceq.writer import SourceWriter
 
 
 def test_every_family_follows_the_protocol() -> None:
@@ -28,7 +29,7 @@ def test_every_family_follows_the_protocol() -> None:
 
 
 def test_second_pass_is_bounded_spills_inside_staging_and_closes(tmp_path: Path) -> None:
-    writer = Dataset(tmp_path / "ds", create=True).writer("abc")
+    writer = SourceWriter(Dataset(tmp_path / "ds", create=True), "abc")
     with second_pass(writer) as con:
         limit = con.sql("SELECT current_setting('memory_limit')").fetchall()[0][0]
         spill = con.sql("SELECT current_setting('temp_directory')").fetchall()[0][0]
@@ -48,7 +49,7 @@ def test_a_view_is_written_as_write_would_write_its_rows(tmp_path: Path) -> None
     and labels set, the rows counted and the time range taken in. An empty view writes no
     file; `quarantine` is appended to; a table written whole takes nothing after it."""
     ds = Dataset(tmp_path / "ds", create=True)
-    by_view, by_write = ds.writer("byview"), ds.writer("bywrite")
+    by_view, by_write = SourceWriter(ds, "byview"), SourceWriter(ds, "bywrite")
     for writer in (by_view, by_write):
         writer.labels["instance"] = "node-a"
     rows = (

@@ -10,6 +10,7 @@ import pytest
 from traceq.dataset import Dataset
 from traceq.ingest import IngestOptions, ingest
 from traceq.session import Session
+from traceq.writer import SourceWriter
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_traces" / "kv-pressure"
 
@@ -28,7 +29,7 @@ def test_instance_and_host_label_every_row(tmp_path: Path) -> None:
 
 
 def test_writer_refuses_a_table_the_schema_lacks(tmp_path: Path) -> None:
-    writer = Dataset(tmp_path / "ds", create=True).writer("abc")
+    writer = SourceWriter(Dataset(tmp_path / "ds", create=True), "abc")
     frame = pl.DataFrame({"ts": [1]})
     with pytest.raises(ValueError, match="no table 'engine_stat' in the schema"):
         writer.write("engine_stat", frame)  # a typo must not become a silent scratch table

@@ -17,6 +17,7 @@ from traceq.findings import Diagnosis
 from traceq.ingest import ingest
 from traceq.playbooks import Playbook, diagnose, load_catalog, load_dir
 from traceq.session import Session
+from traceq.writer import SourceWriter
 
 NS = 1_000_000_000
 T0 = 1_750_000_000 * NS
@@ -117,7 +118,7 @@ def _incident_dataset(root) -> Dataset:
             "kv_usage": 0.3,
         }
     )
-    w = ds.writer("incident00000000")
+    w = SourceWriter(ds, "incident00000000")
     w.write("requests", requests)
     w.write("engine_stats", engine)
     w.commit({"path": "generated", "format": "test"})

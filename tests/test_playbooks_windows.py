@@ -16,6 +16,7 @@ from traceq.dataset import Dataset
 from traceq.playbooks import diagnose, load_catalog
 from traceq.session import Session
 from traceq.synth import generate
+from traceq.writer import SourceWriter
 
 NS = 1_000_000_000
 T0 = 1_750_000_000 * NS  # a multiple of the 10-s windows of a 10-minute run
@@ -52,7 +53,7 @@ def _dataset(root: Path, tpot_ms: list[float], kv: dict[int, float] | None = Non
             "kv_usage": [kv.get(s, 0.3) for s in stats_s],
         }
     )
-    w = ds.writer("windows000000000")
+    w = SourceWriter(ds, "windows000000000")
     w.write("requests", requests)
     w.write("engine_stats", engine)
     w.commit({"path": "generated", "format": "test"})

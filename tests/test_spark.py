@@ -20,7 +20,7 @@ from sqlglot import exp
 
 from tests.playbook_helpers import synth_dataset
 from tests.s3_helpers import moto_s3, upload
-from traceq.db import VIEW_FILES
+from traceq.docs import VIEW_FILES
 from traceq.playbooks import load_catalog
 from traceq.playbooks.engine import run_playbook
 from traceq.playbooks.rollups import materialise_rollups

@@ -1,7 +1,6 @@
 """One row per request in every view: the row that stands for a request is settled when
 sources are committed (traceq/pick.py), token_gaps and the KPIs use the same rows as
-request_phases, and copies of a request from other sources are counted once (issue 9 §2,
-issue 10 §4)."""
+request_phases, and copies of a request from other sources are counted once."""
 
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ from tests.otel_factory import MS, T0, RequestSpec, make_spans, write_otlp_json,
 from traceq.dataset import Dataset
 from traceq.session import QueryError, Session
 from traceq.synth import generate
+from traceq.writer import SourceWriter
 
 SERVER_KPIS = (
     "SELECT * FROM kpi_latency",
@@ -203,7 +203,7 @@ def _gaps_dataset(path, gaps: list[int]) -> None:
     n = len(gaps)
     ids = [f"g{i:05}" for i in range(n)]
     t0 = [T0 + i * MS for i in range(n)]
-    writer = Dataset(path, create=True).writer("gaps000000000000")
+    writer = SourceWriter(Dataset(path, create=True), "gaps000000000000")
     writer.write(
         "requests",
         pl.DataFrame({"request_id": ids, "view": "server", "t_arrival": t0, "output_tokens": 2}),
@@ -282,7 +282,7 @@ def test_tbt_percentiles_are_quantile_cont(tmp_path, case):
 
 def test_tbt_percentiles_without_any_gap_are_null(tmp_path):
     """Requests of one chunk each: no gap at all, as quantile_cont over no rows."""
-    writer = Dataset(tmp_path / "ds", create=True).writer("onechunk00000000")
+    writer = SourceWriter(Dataset(tmp_path / "ds", create=True), "onechunk00000000")
     writer.write("requests", pl.DataFrame({"request_id": ["a"], "view": "server", "t_arrival": T0}))
     writer.write(
         "tokens", pl.DataFrame({"request_id": ["a"], "view": "server", "idx": 0, "ts": T0})
@@ -303,7 +303,7 @@ def _requests_dataset(path, stamps: dict[str, list]) -> None:
         for name, offsets in stamps.items()
         if name.startswith("t_")
     }
-    writer = Dataset(path, create=True).writer("reqs000000000000")
+    writer = SourceWriter(Dataset(path, create=True), "reqs000000000000")
     writer.write(
         "requests",
         pl.DataFrame(

@@ -15,7 +15,8 @@ as they are.
 
 Readers only see files the manifest lists, and the manifest is replaced atomically
 (write temp, fsync, rename) after a source's files are in place. An interrupted ingest
-therefore leaves no half-visible source; its leftovers are swept on the next write.
+therefore leaves no half-visible source; its leftovers are swept on the next write. A source
+is written by a `traceq.writer.SourceWriter`, which commits through `Dataset.commit`.
 
 The folder is data, never instructions (docs/RELIABILITY.md): traceq writes only into an
 empty folder or a dataset, every path the manifest lists must lie inside the dataset, and a
@@ -37,7 +38,6 @@ from typing import Any
 
 from traceq import layout, pick
 from traceq.schema import SCHEMA_VERSION, TABLES
-from traceq.writer import SourceWriter
 
 MANIFEST = "manifest.json"
 _URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
@@ -174,7 +174,8 @@ class Dataset:
 
     def table_files(self, table: str) -> list[Path]:
         """Parquet files of `table`, in ingest order, as listed by the manifest (each checked
-        by `path_of`): what any engine reads for the table (traceq/db.py, traceq/spark.py)."""
+        by `path_of`): what any engine reads for the table (traceq/db.py,
+        traceq/spark/catalog.py)."""
         return [self.path_of(rel) for rel in listed_files(self.manifest(), table)]
 
     # -- writing -------------------------------------------------------------------------
@@ -223,9 +224,6 @@ class Dataset:
                     scratch.unlink(missing_ok=True)
                 else:
                     shutil.rmtree(scratch, ignore_errors=True)
-
-    def writer(self, source_id: str) -> SourceWriter:
-        return SourceWriter(self, source_id)
 
     def commit(
         self,

@@ -1,8 +1,8 @@
 """The DuckDB layer: a connection with every dataset table and public view registered.
 
 Tables are views over the Parquet files the manifest lists (empty tables of the right shape
-when a table has no file yet); the public views come from `traceq/sql/views.sql`,
-`crosswalk.sql` and `gpu.sql`; `sources` lists the manifest's sources. Every table, view and
+when a table has no file yet); the public views come from the SQL files `VIEW_FILES` names
+(traceq/docs.py); `sources` lists the manifest's sources. Every table, view and
 column carries its doc as a DuckDB comment (`duckdb_columns().comment`). With
 `read_only=True` (the default) the connection can read only the dataset's own files: external
 access is switched off and the configuration locked, so SQL cannot write or reach any other
@@ -25,11 +25,11 @@ import polars as pl
 
 from traceq import pick
 from traceq.dataset import listed_files
+from traceq.docs import VIEW_FILES, views
 from traceq.remote import AnyDataset, RemoteDataset, open_dataset
 from traceq.schema import TABLES, empty, polars_schema
 from traceq.sql import load
 
-VIEW_FILES = ("views", "crosswalk", "gpu", "rollups")
 CATALOG_SQL = load("catalog")
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -214,8 +214,6 @@ SOURCES_DOCS = {
 @functools.cache
 def docs() -> tuple[tuple[str, str, str], ...]:
     """(relation, column, doc) for every table, view and column; column '' is the relation."""
-    from traceq.docs import views
-
     out: list[tuple[str, str, str]] = []
     for table, columns in TABLES.items():
         out.append((table, "", f"Table {table} (docs/SCHEMA.md)."))

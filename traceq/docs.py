@@ -1,4 +1,5 @@
-"""Documentation of the public SQL views, read from the comments in `traceq/sql/*.sql`.
+"""The public SQL views: the files that define them (`VIEW_FILES`) and their documentation,
+read from the comments in `traceq/sql/*.sql`.
 
 Each public view starts with `-- @view <name>` and a comment block; each column of its final
 SELECT has a `-- comment` line above it. `python -m traceq.docs > docs/VIEWS.md` renders
@@ -10,8 +11,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from traceq.db import VIEW_FILES
 from traceq.sql import load
+
+VIEW_FILES = ("views", "crosswalk", "gpu", "rollups")
+"""The SQL files of the public views (`traceq/sql/<name>.sql`), in the order they are created:
+traceq/db.py runs them on every connection, traceq/spark/catalog.py renders them for Spark."""
 
 _ALIAS = re.compile(r"\bAS\s+(\w+),?\s*$", re.IGNORECASE)
 _BARE = re.compile(r"^(?:[a-z_]\w*\.)?([a-z_][a-z0-9_]*),?\s*$")

@@ -248,7 +248,7 @@ _OPEN: weakref.WeakSet[Session] = weakref.WeakSet()
 
 def interrupt_all() -> None:
     """Interrupt the statement every open session is running (the CLI's SIGTERM handler,
-    traceq/cli.py): DuckDB stops at its next check and the session raises `QueryError`."""
+    traceq/cli/__init__.py): DuckDB stops at its next check and the session raises `QueryError`."""
     for session in list(_OPEN):
         with contextlib.suppress(duckdb.Error):
             session.con.interrupt()

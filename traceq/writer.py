@@ -8,17 +8,15 @@ import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 import polars as pl
 import pyarrow.parquet as pq
 
 from traceq import layout
+from traceq.dataset import Dataset
 from traceq.schema import NS, TABLES, conform
-
-if TYPE_CHECKING:
-    from traceq.dataset import Dataset
 
 DUCKDB_TYPES = {
     pl.Int64(): "BIGINT",

@@ -20,7 +20,7 @@ from typing import Any, cast
 import duckdb
 import polars as pl
 
-from traceq.dataset import HEAD_HASH_BYTES, Dataset, DatasetError, SourceWriter, write_error
+from traceq.dataset import HEAD_HASH_BYTES, Dataset, DatasetError, write_error
 from traceq.ingest.blocks import LineCap
 from traceq.ingest.clocks import overlap_warnings, reference_ranges, source_warnings
 from traceq.ingest.family import Family
@@ -30,6 +30,7 @@ from traceq.ingest.second_pass import out_of_memory
 from traceq.ingest.source import InputError, Source
 from traceq.schema import RAW_LIMIT
 from traceq.spill import INGEST_MEMORY
+from traceq.writer import SourceWriter
 
 FAMILIES = (
     "traceq.ingest.otel",
@@ -301,7 +302,7 @@ def _ingest_one(
 
 
 def _writer(ds: Dataset, source: Source, options: IngestOptions) -> SourceWriter:
-    writer = ds.writer(source.source_id)
+    writer = SourceWriter(ds, source.source_id)
     labels = {"instance": options.instance, "host": options.host}
     writer.labels = {k: v for k, v in labels.items() if v is not None}
     return writer
@@ -348,7 +349,7 @@ def _unreadable(ds: Dataset, source: Source, exc: OSError) -> IngestResult:
     resolved = str(source.path.resolve())
     source_id = hashlib.sha256(f"unreadable:{resolved}".encode()).hexdigest()[:16]
     detail = f"cannot read: {exc.strerror or exc}"
-    writer = ds.writer(source_id)
+    writer = SourceWriter(ds, source_id)
     _quarantine_file(writer, detail, "")
     entry = {"path": resolved, "content_hash": None, "format": None, "status": "unreadable"}
     if not writer.commit(entry):

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from traceq.dataset import SourceWriter
     from traceq.ingest.options import IngestOptions
     from traceq.ingest.source import Source
+    from traceq.writer import SourceWriter
 
 
 @runtime_checkable

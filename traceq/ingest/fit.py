@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from traceq.dataset import SourceWriter
 from traceq.ingest.source import Source
 from traceq.schema import NS, TABLES
+from traceq.writer import SourceWriter
 
 # Formats one reader reads alike (`traceq/ingest/serverlog/`): forcing one on the other is fine.
 _SAME_READER = {"vllm-log": "server log", "sglang-log": "server log"}

@@ -20,13 +20,16 @@ from traceq.layout import LAYOUT_MEMORY
 from traceq.spill import INGEST_MEMORY, ingest_memory, release_heap, spilling_duckdb
 
 if TYPE_CHECKING:
-    from traceq.dataset import SourceWriter
+    from traceq.writer import SourceWriter
 
 # DuckDB's own default is 80 % of RAM; ingest runs beside other work, so a second pass holds
 # at most this much and spills the rest (RSS stays flat whatever the file size). The same limit
 # for every ingester: their SQL keeps to operators DuckDB can spill (traceq/sql/
 # otel_finalize.sql says which did not), so a larger file is slower, never larger in memory.
 SECOND_PASS_MEMORY = "512MB"
+GPU_PIVOT_MEMORY = "256MB"
+"""The GPU readers' pivot of DCGM values into gpu_samples rows (traceq/ingest/gpu/long.py):
+the memory it may hold before spilling, whatever the file size."""
 
 
 @contextmanager
@@ -55,9 +58,7 @@ def check_memory_limit(limit: str) -> None:
 
 def out_of_memory(path: object, exc: duckdb.OutOfMemoryException) -> InputError:
     """The one-line error of an ingest step that DuckDB ran out of its memory limit in."""
-    from traceq.ingest.gpu.long import DUCKDB_MEMORY  # here: that module imports this one
-
-    default = f"the default {LAYOUT_MEMORY}, {DUCKDB_MEMORY} for GPU samples"
+    default = f"the default {LAYOUT_MEMORY}, {GPU_PIVOT_MEMORY} for GPU samples"
     limit = INGEST_MEMORY.get() or default
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     msg = (

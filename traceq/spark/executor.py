@@ -20,6 +20,7 @@ import polars as pl
 from traceq.playbooks.rollups import CACHED_ON_SPARK  # cached by `materialise`, in order
 from traceq.remote import AnyDataset
 from traceq.session import DEFAULT_ROW_CAP, QueryError, Results
+from traceq.spark.catalog import register
 from traceq.spark.translate import TranslationError, to_spark
 
 if TYPE_CHECKING:
@@ -60,8 +61,6 @@ class SparkExecutor:
         location: str | None = None,
         row_cap: int = DEFAULT_ROW_CAP,
     ) -> None:
-        from traceq.spark import register
-
         self.spark = spark
         self.row_cap = row_cap
         try:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from traceq.dataset import SourceWriter
 from traceq.ingest.gpu import dcgm, prom_json, smi_csv, smi_dmon
 from traceq.ingest.source import Source
+from traceq.writer import SourceWriter
 
 if TYPE_CHECKING:
     from traceq.ingest.options import IngestOptions

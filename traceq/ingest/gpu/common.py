@@ -12,10 +12,10 @@ from typing import BinaryIO
 import polars as pl
 import pyarrow.parquet as pq
 
-from traceq.dataset import SourceWriter
 from traceq.ingest.blocks import iter_line_blocks
 from traceq.ingest.source import Source
 from traceq.schema import RAW_LIMIT, conform
+from traceq.writer import SourceWriter
 
 BLOCK_BYTES = 16 << 20  # input read per block: bounds memory whatever the file size
 NS_PER_S = 1_000_000_000

@@ -17,7 +17,6 @@ from typing import Any
 
 import polars as pl
 
-from traceq.dataset import SourceWriter
 from traceq.ingest.gpu import long
 from traceq.ingest.gpu.common import (
     NULL_TOKENS,
@@ -29,6 +28,7 @@ from traceq.ingest.gpu.common import (
 )
 from traceq.ingest.options import IngestOptions
 from traceq.ingest.source import Source
+from traceq.writer import SourceWriter
 
 SAMPLE = (
     r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+"

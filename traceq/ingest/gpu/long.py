@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceq.dataset import SourceWriter
 from traceq.ingest.gpu.common import RANGES, Clock, quarantine_rows
-from traceq.ingest.second_pass import second_pass
+from traceq.ingest.second_pass import GPU_PIVOT_MEMORY, second_pass
 from traceq.sql import load
+from traceq.writer import SourceWriter
 
 # DCGM field (exporter name without `DCGM_FI_`, or dcgmi dmon short name) → staged column.
 # `pcie_*_kb` are NVML KB counters, turned into pcie_*_nvml_bps by the pivot.
@@ -106,7 +106,6 @@ LONG_SCHEMA = pl.Schema(
 # Bit of each staged column in the pivot's duplicate count (< 63 columns).
 COLUMN_BITS = {c: i for i, c in enumerate(sorted(set(FIELDS.values())))}
 STAGE = "gpu_long"
-DUCKDB_MEMORY = "256MB"  # memory the pivot may hold before spilling, whatever the file size
 _RANGES = pl.DataFrame(
     {
         "col": list(RANGES),
@@ -145,7 +144,7 @@ def finalize(writer: SourceWriter, clock: Clock) -> dict[str, int]:
     path = writer.scratch_path(STAGE)
     if not path.exists():
         return {"duplicate_values": 0, "clockless_values": 0}
-    with second_pass(writer, DUCKDB_MEMORY) as con:  # beyond it, DuckDB spills to disk
+    with second_pass(writer, GPU_PIVOT_MEMORY) as con:  # beyond it, DuckDB spills to disk
         con.read_parquet(str(path)).create_view(STAGE)
         no_time = pl.scan_parquet(path).filter(pl.col("ts").is_null())
         last_k = no_time.select(pl.col("_k").max()).collect().item() or 0

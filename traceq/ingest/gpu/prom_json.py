@@ -18,7 +18,6 @@ from typing import Any
 import orjson
 import polars as pl
 
-from traceq.dataset import SourceWriter
 from traceq.ingest.blocks import read_whole
 from traceq.ingest.gpu import long
 from traceq.ingest.gpu.common import clock_for
@@ -26,6 +25,7 @@ from traceq.ingest.gpu.dcgm import LABELS
 from traceq.ingest.options import IngestOptions
 from traceq.ingest.source import Source
 from traceq.schema import RAW_LIMIT
+from traceq.writer import SourceWriter
 
 VLLM_GAUGES = {
     "vllm:num_requests_running": "running",

@@ -16,7 +16,6 @@ from typing import Any
 
 import polars as pl
 
-from traceq.dataset import SourceWriter
 from traceq.ingest.gpu.common import (
     NULL_TOKENS,
     SampleCounter,
@@ -32,6 +31,7 @@ from traceq.ingest.gpu.common import (
 )
 from traceq.ingest.options import IngestOptions
 from traceq.ingest.source import Source
+from traceq.writer import SourceWriter
 
 # Normalised field name (lower case, unit removed, spaces/underscores → dots) → column.
 FIELD_PATTERNS: tuple[tuple[str, str], ...] = (

@@ -16,7 +16,6 @@ from typing import Any
 
 import polars as pl
 
-from traceq.dataset import SourceWriter
 from traceq.ingest.gpu.common import (
     NULL_TOKENS,
     SampleCounter,
@@ -31,6 +30,7 @@ from traceq.ingest.gpu.common import (
 )
 from traceq.ingest.options import IngestOptions
 from traceq.ingest.source import Source
+from traceq.writer import SourceWriter
 
 MIB = float(1 << 20)  # dmon's MB are MiB (fb matches nvidia-smi's MiB figures)
 # dmon column → (gpu_samples column, factor to its unit).

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from traceq.dataset import SourceWriter
 from traceq.ingest.blocks import read_whole
 from traceq.ingest.loadtest import aiperf, genai_perf, guidellm, inference_perf, llmperf, vllm_bench
 from traceq.ingest.loadtest.common import Run, write_client
 from traceq.ingest.source import Source
+from traceq.writer import SourceWriter
 
 if TYPE_CHECKING:
     from traceq.ingest.options import IngestOptions

@@ -19,9 +19,9 @@ from typing import Any
 import orjson
 import polars as pl
 
-from traceq.dataset import SourceWriter
 from traceq.ingest.source import Source
 from traceq.schema import RAW_LIMIT
+from traceq.writer import SourceWriter
 
 NS_PER_S = 1_000_000_000
 NS_PER_MS = 1_000_000

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 from prometheus_client.parser import text_string_to_metric_families
 
-from traceq.dataset import SourceWriter
 from traceq.ingest.gpu.common import clock_for, parse_iso_ns
 from traceq.ingest.gpu.dcgm import SEPARATOR
 from traceq.ingest.source import Source
 from traceq.schema import RAW_LIMIT
+from traceq.writer import SourceWriter
 
 if TYPE_CHECKING:
     from traceq.ingest.options import IngestOptions

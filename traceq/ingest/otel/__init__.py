@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from traceq.dataset import SourceWriter
 from traceq.ingest.otel import jaeger, otlp_json, otlp_proto
 from traceq.ingest.otel.producers import conventions_seen
 from traceq.ingest.otel.spans import split_spans
 from traceq.ingest.second_pass import second_pass
 from traceq.ingest.source import Source
 from traceq.sql import load
+from traceq.writer import SourceWriter
 
 if TYPE_CHECKING:
     from traceq.ingest.options import IngestOptions

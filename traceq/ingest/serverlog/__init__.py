@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from traceq.dataset import SourceWriter
 from traceq.ingest.clocks import infer_year
 from traceq.ingest.second_pass import second_pass
 from traceq.ingest.serverlog import events as ev
@@ -31,6 +30,7 @@ from traceq.ingest.serverlog.clock import Clock, stamp_range
 from traceq.ingest.serverlog.stats import quarantine_rows, sglang_stats, vllm_stats
 from traceq.ingest.source import Source
 from traceq.sql import load
+from traceq.writer import SourceWriter
 
 if TYPE_CHECKING:
     from traceq.ingest.options import IngestOptions

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import click
 
-from traceq.cliutil import Failure
+from traceq.cli.common import Failure
 from traceq.remote import is_url
 from traceq.session import QueryError, Session
 
-ENTRY = Path(__file__).resolve().parent / "app" / "streamlit_app.py"
+ENTRY = Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py"
 
 
 @click.command("app")

@@ -15,8 +15,8 @@ from typing import Any
 import click
 import orjson
 
-from traceq.cli_sql import MEMORY_LIMIT
-from traceq.cliutil import Failure, typed
+from traceq.cli.common import Failure, typed
+from traceq.cli.sql import MEMORY_LIMIT
 from traceq.findings import SEVERITIES
 from traceq.playbooks import Options, diagnose, load_catalog, load_dir
 from traceq.playbooks.loader import LoadReport, builtin_dir

@@ -1,4 +1,4 @@
-"""Pieces every `traceq` sub-command shares: the one-line error and `K=V` parameters."""
+"""Pieces every `traceq` command shares: the one-line error and `K=V` parameters."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 import orjson
 
-from traceq.cliutil import Failure
+from traceq.cli.common import Failure
 from traceq.render import render_frame
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")

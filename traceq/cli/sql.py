@@ -9,7 +9,7 @@ from typing import Any
 import click
 import polars as pl
 
-from traceq.cliutil import Failure, parse_params
+from traceq.cli.common import Failure, parse_params
 from traceq.render import TABLE_MAX_ROWS, render_frame
 from traceq.session import (
     DEFAULT_MEMORY_LIMIT,

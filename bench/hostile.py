@@ -1,4 +1,4 @@
-"""Benchmark: peak RSS of `traceq ingest` on the hostile probes of issue 10, at full size.
+"""Benchmark: peak RSS of `traceq ingest` on the hostile probes, at full size.
 
 Each probe is generated under a temporary folder (never committed), ingested by `traceq ingest`
 in a fresh process (so its peak RSS is its own) with the default line cap, and removed:

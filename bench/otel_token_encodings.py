@@ -1,5 +1,5 @@
 """Ingest throughput of per-token timing encodings, as a ratio to the gen_ai.token event path on
-the same requests (issue 15).
+the same requests (docs/PERFORMANCE.md, "Per-token timing encodings").
 
 Writes the same requests (same token stamps, same attributes) as OTLP/JSON lines, once per
 encoding. Two references, each an event path:

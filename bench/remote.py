@@ -1,5 +1,5 @@
 """A dataset read by its URL (traceq/remote.py): the requests and bytes each step asks of the
-store, beside the same steps on the local folder and the dataset's own size (issue 14).
+store, beside the same steps on the local folder and the dataset's own size.
 
     python bench/remote.py DATASET [--fsspec-defaults] [--repeat 2]
 

@@ -1,5 +1,5 @@
 """traceq at 10 k, 100 k and 1 M requests: ingest, views, diagnose and report, each timed with
-its own peak RSS, side by side with one plain DuckDB scan of `tokens` (issue 14).
+its own peak RSS, side by side with one plain DuckDB scan of `tokens`.
 
     python bench/scale.py --requests 10000 100000 [--raw 1000000=/tmp/traceq-large]
                           [--dataset 1000000=/tmp/layout-1m] [--out /tmp/traceq-scale] [--keep]

@@ -1,5 +1,5 @@
 """Public views at scale: time and peak memory of each view query against one raw DuckDB scan
-of `tokens.ts`, side by side in one run (issue 9 §3).
+of `tokens.ts`, side by side in one run.
 
 Each query runs in its own process (peak RSS is its own VmHWM, as in
 bench/otlp_json_ingest.py) through `traceq.session.Session` with its defaults (2 GB DuckDB
@@ -119,7 +119,7 @@ def run(dataset: Path, kind: str, sql: str, code: Path) -> dict:
 
 
 def as_schema_1(src: Path, dst: Path) -> None:
-    """Copy dataset `src` as the schema-1 dataset the code before issue 9 wrote: the same rows,
+    """Copy dataset `src` as a schema-1 dataset (traceq/schema.py): the same rows,
     without `tokens.view` / `tokens.gap_ns` and without the request pick. Lets the code
     before the change be measured on the same rows without a second ingest of the 1 M set."""
     import polars as pl

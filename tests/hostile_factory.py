@@ -1,7 +1,8 @@
 """Hostile inputs generated on the fly (never stored) and a peak-RSS probe of `traceq ingest`.
 
-Shared by tests/test_hostile_*.py (small sizes) and bench/hostile.py (the full-size probes of
-issue 10). Every generator streams its output, so making a 1.5 GB bomb takes little memory.
+Shared by tests/test_hostile_*.py (small sizes) and bench/hostile.py (the full-size probes,
+docs/RELIABILITY.md). Every generator streams its output, so making a 1.5 GB bomb takes little
+memory.
 """
 
 from __future__ import annotations

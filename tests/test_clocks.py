@@ -1,4 +1,4 @@
-"""Clocks: no silent guess (issue 9 §4). The year of a yearless log comes from the other
+"""Clocks: no silent guess. The year of a yearless log comes from the other
 sources, a guess is printed and warned about, a wrong one is corrected with --replace."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Issue 10 §4 (the part the ingest owns): a source that grew since it was ingested — a log or
-collector file still being written — replaces its earlier version in one manifest commit, so
-no record is counted twice; the KPIs equal those of a fresh ingest of the grown file. A
-gzipped and a CRLF copy of a file ingest cleanly (recognising them as the same records is the
-views' job)."""
+"""The ingest's part of counting grown sources once: a source that grew since it was ingested
+— a log or collector file still being written — replaces its earlier version in one manifest
+commit, so no record is counted twice; the KPIs equal those of a fresh ingest of the grown
+file. A gzipped and a CRLF copy of a file ingest cleanly (recognising them as the same records
+is the views' job)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 10 §2: the dataset folder is data, not instructions. traceq writes only into an empty
+"""The dataset folder is data, not instructions. traceq writes only into an empty
 folder or a dataset, never reads or deletes a path outside it, never follows a link in it, and
 leaves no `.staging` behind when the disk fills."""
 

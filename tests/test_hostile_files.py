@@ -1,4 +1,4 @@
-"""Issue 10 §3: every file accounted for, even the unreadable ones; environment problems are a
+"""Every file accounted for, even the unreadable ones; environment problems are a
 one-line message that says what to do."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fuzzing every reader family with mutated real samples (issue 10, Must show).
+"""Fuzzing every reader family with mutated real samples (docs/RELIABILITY.md).
 
 Hypothesis mutates samples from tests/data/real (and spans from the real OpenTelemetry SDK):
 truncate, splice, flip bytes, duplicate and reorder lines, insert a line longer than the cap,

@@ -1,4 +1,4 @@
-"""Issue 10 §1: damage in one record of an OTLP line costs that record, not the line."""
+"""Damage in one record of an OTLP line costs that record, not the line."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Wrong answers fail loudly (issue 9 §5): a forced format that reads garbage exits 2 naming
+"""Wrong answers fail loudly: a forced format that reads garbage exits 2 naming
 the likely format; vLLM logs behind syslog / journald prefixes; a wrapped stats line
 followed by a foreign line still parses."""
 

@@ -1,4 +1,4 @@
-"""Prometheus /metrics scrapes of vLLM and SGLang → engine_stats (issue 9 §6), on a real
+"""Prometheus /metrics scrapes of vLLM and SGLang → engine_stats, on a real
 vLLM 0.25.1 scrape taken mid-benchmark (tests/data/real/vllm/PROVENANCE.md)."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Issue 14 §layout: files partitioned by day (and instance), sorted, with row groups whose
-statistics let a time filter skip most of them; datasets of the older flat layout still open."""
+"""The dataset layout (traceq/layout.py): files partitioned by day (and instance), sorted, with
+row groups whose statistics let a time filter skip most of them; datasets of the older flat
+layout still open."""
 
 from __future__ import annotations
 

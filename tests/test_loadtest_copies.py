@@ -1,4 +1,4 @@
-"""Copies of a load-test export count once (issue 9): tools that print no request id (vLLM
+"""Copies of a load-test export count once: tools that print no request id (vLLM
 bench, llmperf) get ids from what their requests record, not from the file, so a copy under
 another name, re-indented, gzipped or appended to another result gives the same requests,
 and the request pick (traceq/pick.py) keeps one row of each."""

@@ -2,8 +2,8 @@
 the regexes that parse the real samples (tests/data/real, research/vllm_formats.md §2 and
 gpu_bench_formats.md §1–§2) parse every generated line, with the same fields.
 
-The vLLM-log and GPU ingesters (issues 3 and 4) are not in this branch; the round trip
-through them is wired after merge. These tests pin the line formats they will read.
+These tests pin the line formats; tests/test_synth_ingest_roundtrip.py reads the generated
+files back through the vLLM-log and GPU ingesters.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 
 SCHEMA_VERSION = 2
-"""2: `tokens` gained `view` and `gap_ns` (issue 9 §3); version-1 datasets must be re-ingested."""
+"""2: `tokens` has `view` and `gap_ns` (docs/SCHEMA.md); version-1 datasets must be re-ingested."""
 
 NS = "ns since Unix epoch (UTC)"
 

@@ -73,7 +73,7 @@ def trim_heap() -> None:
     OTLP protobuf readers). Without it, the OTLP first pass of a 26 GB file kept ~0.75 MiB
     more per 32 MB block in glibc's free lists past its first ~200 blocks: its RSS after a
     block rose from ~680 to ~1,120 MiB over 785 blocks, and trimming every 40 blocks held it
-    at 670-720 (docs/PERFORMANCE.md, "The OTLP first pass: glibc's free memory")."""
+    at 670-720 (docs/PERFORMANCE.md, "Ingest peak RSS with size")."""
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
 

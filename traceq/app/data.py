@@ -27,7 +27,8 @@ from traceq.session import Session
 
 APP_ROW_CAP = 10_000
 """Rows any app query may return (the console's own cap is lower): a page that would ship
-more than this to the browser fails loudly instead (issue 12: a few thousand rows at most)."""
+more than this to the browser fails loudly instead (a few thousand rows at most,
+`shipped.ROW_BOUND`)."""
 
 APP_TIME_LIMIT_S = 60.0
 """Seconds one app query may run: a full scan of a million-request dataset fits well inside

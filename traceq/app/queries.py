@@ -18,7 +18,7 @@ from traceq.sql import load
 
 MAX_BUCKETS = 240
 """Most windows one time series has: enough for a chart 1,200 px wide at 5 px a bar, and a
-bound on what reaches the browser (issue 12: never more than a few thousand rows)."""
+bound on what reaches the browser (never more than a few thousand rows, `shipped.ROW_BOUND`)."""
 
 NICE_STEPS_S = (
     0.001,

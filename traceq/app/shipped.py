@@ -1,7 +1,7 @@
 """What a rendered page ships to the browser: the rows of data each chart and table carries,
 read from the messages Streamlit would send (a `streamlit.testing` AppTest after its run).
 
-The app's promise (issue 12): aggregation happens in DuckDB and no chart or table ships more
+The app's promise (docs/APP.md): aggregation happens in DuckDB and no chart or table ships more
 than `ROW_BOUND` rows, whatever the dataset's size. tests/test_app.py checks it on a bundled
 scenario on every run; bench/app_render.py checks it, and times the first render, on a
 million-request dataset (docs/PERFORMANCE.md).

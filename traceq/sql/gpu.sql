@@ -1,4 +1,4 @@
--- GPU state aligned with time windows and requests (issue 4). Units as in gpu_samples:
+-- GPU state aligned with time windows and requests (docs/METRICS.md). Units as in gpu_samples:
 -- utilisation in percent, PROF_* activities as ratios 0-1, MiB, W, MHz, bytes/s.
 -- Every view works on a dataset without gpu_samples or without requests (it is then empty).
 

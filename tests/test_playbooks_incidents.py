@@ -117,3 +117,18 @@ def test_a_cycle_of_explains_is_refused(tmp_path):
     assert re.search(r"ttft-queueing\.yaml:\d+: explains\[0\]\.playbook: cycle: ", r.output)
     r = invoke("diagnose", str(tmp_path / "none.tq"), "--playbooks", str(tmp_path))
     assert r.exit_code == 2 and "cycle: " in r.output, r.output
+
+
+def test_a_consequence_between_the_roots_windows_is_near_it():
+    """A root that fires across the run (ttft-prefill on uncached prompts) covers the windows
+    between its own: a queue-bound window there is never one of its prefill-bound windows,
+    yet its queue is behind those prefills. One a minute past the root's last window is not
+    near it."""
+    from traceq.playbooks.incidents import _near
+
+    s = 1_000_000_000
+    root = [{"start": 0, "end": 14 * s}, {"start": 200 * s, "end": 214 * s}]
+    assert _near({"start": 100 * s, "end": 114 * s}, root, 14 * s)
+    assert _near({"start": 228 * s, "end": 242 * s}, root, 14 * s)
+    assert not _near({"start": 274 * s, "end": 288 * s}, root, 14 * s)
+    assert not _near({"start": 100 * s, "end": 114 * s}, [], 14 * s)

@@ -2,12 +2,13 @@
 
 A playbook declares the others it can explain (`explains:` in its YAML, `model.Edge`). After
 every playbook ran, each failing finding C that a failing root R declares is checked: one of
-C's windows must lie in or next to one of R's windows (on the diagnosis grid; a fault over
-the whole run fires in many windows, and their worst ones need not meet), and the mechanism
-must hold in C's worst window: one of C's own causes named by `via` is confirmed there,
-or the edge's `sql` returns a `strength` of at least `confirm_at`. Overlap alone explains
-nothing. An explained finding becomes `warn` with `see` naming its incident's root; a
-failing finding that nothing explains is a root of its own. Each root makes one incident
+C's windows must lie within R's extent (its first window's start to its last window's end)
+or next to it (on the diagnosis grid; a fault over the whole run fires in many windows,
+which need not meet C's: a prefill-bound window is by nature not a queue-bound one), and the
+mechanism must hold in C's worst window: one of C's own causes named by `via` is confirmed
+there, or the edge's `sql` returns a `strength` of at least `confirm_at`. Overlap alone
+explains nothing. An explained finding becomes `warn` with `see` naming its incident's root;
+a failing finding that nothing explains is a root of its own. Each root makes one incident
 whose impact (traceq/sql/incident_impact.sql: requests that missed an SLO or failed inside
 the window, latency inside against outside) sets its severity, raised to the root's own
 `severity_floor` figure when it has one (an engine that never started has no requests to
@@ -105,13 +106,15 @@ def _grid_ns(session: Executor) -> int:
 
 
 def _near(window: dict[str, Any], others: list[dict[str, Any]], pad: int) -> bool:
-    """`window` overlaps one of `others`, or touches it within one grid window: the queue a
-    prefill burst builds drains in the window after it."""
-    if "start" not in window:
+    """`window` overlaps the extent of `others` (first start to last end), or touches it
+    within one grid window: the queue a prefill burst builds drains in the window after it,
+    and a root that fires across the run covers the windows between its own."""
+    spans = [o for o in others if "start" in o]
+    if "start" not in window or not spans:
         return False
-    return any(
-        window["start"] <= o["end"] + pad and o["start"] - pad <= window["end"] for o in others
-    )
+    first = min(o["start"] for o in spans)
+    last = max(o["end"] for o in spans)
+    return window["start"] <= last + pad and first - pad <= window["end"]
 
 
 def _mechanism(session: Executor, edge: Edge, c: Finding, root: Finding) -> float | None:

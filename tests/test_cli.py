@@ -55,6 +55,18 @@ def test_sql_formats(dataset):
     assert "| request_id | ttft_ms |" in table.stdout and "| r3" in table.stdout
 
 
+def test_sql_join_with_repeated_column_names(dataset):
+    """`SELECT a.x, b.x` is valid SQL: the second column is named as DuckDB's shell names
+    it, not an internal error."""
+    query = (
+        "SELECT a.request_id, b.request_id FROM request_phases AS a "
+        "JOIN request_phases AS b USING (request_id) ORDER BY 1 LIMIT 1"
+    )
+    result = traceq_cli("sql", str(dataset), query, "--format", "csv")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[:2] == ["request_id,request_id_1", "r0,r0"]
+
+
 def test_sql_params(dataset):
     result = traceq_cli(
         "sql",

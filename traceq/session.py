@@ -229,7 +229,7 @@ class Session:
 
     def _frame(self, batches: list[pa.RecordBatch]) -> pl.DataFrame:
         table = pa.Table.from_batches(batches)
-        return pl.from_arrow(table)  # type: ignore[return-value]
+        return pl.from_arrow(table.rename_columns(unique_names(table.column_names)))  # type: ignore[return-value]
 
     # -- what is in the dataset ------------------------------------------------------------
     def catalog(self, name: str | None = None) -> pl.DataFrame:
@@ -273,3 +273,22 @@ def _deadline(con: duckdb.DuckDBPyConnection, limit_s: float | None) -> Iterator
         yield expired
     finally:
         timer.cancel()
+
+
+def unique_names(names: list[str]) -> list[str]:
+    """Column names made unique as DuckDB's own shell does (`SELECT a.id, b.id` is valid
+    SQL; a frame needs distinct names): a repeated name gains `_1`, `_2`, ….
+
+    >>> unique_names(["id", "t", "id", "id"])
+    ['id', 't', 'id_1', 'id_2']
+    """
+    seen: set[str] = set()
+    out: list[str] = []
+    for name in names:
+        new, k = name, 0
+        while new in seen:
+            k += 1
+            new = f"{name}_{k}"
+        seen.add(new)
+        out.append(new)
+    return out

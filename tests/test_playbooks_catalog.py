@@ -166,6 +166,15 @@ def test_slow_decode_in_prefill_bursts_names_the_prefill_load(samples):
     assert (first.id, first.status, first.see) == ("prefill-load", "confirmed", "ttft-prefill")
 
 
+def test_a_throttled_gpus_grown_batch_is_not_the_cause(samples):
+    """Slow steps make requests overlap, so a throttled GPU runs 2 requests where it ran 1;
+    the floor counts their KV reads, and a batch of two is not why a step takes twice the
+    floor: large-batch (whose fix is to lower max_num_seqs) stays unconfirmed."""
+    causes = {c.id: c for c in failing(samples["gpu-throttle"])["slow-decode"].causes}
+    assert causes["gpu-throttle"].status == "confirmed"
+    assert causes["large-batch"].status == "not_confirmed", causes["large-batch"].evidence
+
+
 def test_slow_decode_floor_is_weights_plus_the_batchs_kv_plus_usual_prefill(samples):
     """The floor a finding compares TPOT with is what a step must read (weights + the KV
     cache of the decoding batch, at 128 KiB a token from the start-up log) stretched by the

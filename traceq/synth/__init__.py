@@ -27,6 +27,7 @@ from traceq.synth.variants import (
     DEFAULT_INTENSITY,
     INTENSITIES,
     KNOBS,
+    at_least,
     describe,
     resolve,
     with_intensity,
@@ -146,7 +147,7 @@ def generate(
     if hardware not in PROFILES:
         msg = f"unknown hardware {hardware!r}; known: {', '.join(PROFILES)}"
         raise KeyError(msg)
-    sc = on_hardware(sc, hardware)
+    sc = at_least(on_hardware(sc, hardware))
     info, _ = plan(sc, seed)  # the clock, before simulating
     if window is not None and window[1] * NS > info.span_ns:
         msg = (

@@ -176,7 +176,8 @@ WINDOWED_KNOBS: dict[str, tuple[Knob, ...]] = {
              "the minute holds ~50 requests: at the whole run's shares the quota puts one or "
              "two long requests in it, one at strong (4 %), and one request is one user's long "
              "answer, not a tail (long-request-tail's min_tail is 2); 6 % puts about three in "
-             "it at every intensity, the 'several' of the whole-run knob",
+             "it at every intensity, the 'several' of the whole-run knob; raised to three "
+             "in the window where a hardware profile thins the traffic (WINDOW_MIN_FAULTY)",
              0.06, 0.06, 0.06),
     ),
     "kv-pressure": (
@@ -236,6 +237,34 @@ def with_window(sc: Scenario, window: tuple[float, float], intensity: str) -> Sc
     if sc.name in WINDOWED_KNOBS:
         sc = _set(sc, {k.path: k.value(intensity) for k in WINDOWED_KNOBS[sc.name]})
     return sc
+
+
+WINDOW_MIN_FAULTY = {"long-output-tail": ("long_output_fraction", 3)}
+"""Windowed scenarios whose fault is a share of the window's requests, with the fewest faulty
+requests the window must hold: a tail is several requests (long-request-tail's min_tail is
+2), and a slower hardware profile scales the arrival rate down, so 6 % of an L4's four
+requests a minute is none."""
+
+
+def at_least(sc: Scenario) -> Scenario:
+    """`sc` with a windowed share raised so that its window holds WINDOW_MIN_FAULTY requests
+    at the scenario's final arrival rate (after a hardware profile scaled it).
+
+    >>> from traceq.synth.scenarios import SCENARIOS
+    >>> sc = with_window(SCENARIOS["long-output-tail"], (240, 300), "mild")
+    >>> sc = replace(sc, workload=replace(sc.workload, rate_per_s=0.1))
+    >>> at_least(sc).faults.long_output_fraction
+    0.5
+    """
+    if sc.name not in WINDOW_MIN_FAULTY or not sc.faults.window_s:
+        return sc
+    field, n = WINDOW_MIN_FAULTY[sc.name]
+    lo, hi = sc.faults.window_s
+    expected = (sc.workload.rate_per_s or 0.0) * (hi - lo)
+    share = getattr(sc.faults, field)
+    if expected <= 0 or share * expected >= n:
+        return sc
+    return replace(sc, faults=replace(sc.faults, **{field: min(1.0, n / expected)}))
 
 
 def resolve(sc: Scenario, seed: int) -> Scenario:

@@ -264,7 +264,7 @@ def at_least(sc: Scenario) -> Scenario:
     share = getattr(sc.faults, field)
     if expected <= 0 or share * expected >= n:
         return sc
-    return replace(sc, faults=replace(sc.faults, **{field: min(1.0, n / expected)}))
+    return _set(sc, {f"faults.{field}": min(1.0, n / expected)})
 
 
 def resolve(sc: Scenario, seed: int) -> Scenario:

@@ -28,6 +28,7 @@ COMMANDS = {
     "app": "traceq.cli.app:app_cmd",
     "export": "traceq.cli.app:export_cmd",
     "report": "traceq.cli.report:report_cmd",
+    "whatif": "traceq.cli.whatif:whatif_cmd",
 }
 
 

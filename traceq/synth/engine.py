@@ -105,6 +105,12 @@ class Engine:
     def prefix_hit_rate(self) -> float:
         return self.hit_sums[1] / self.hit_sums[0] if self.hit_sums[0] else 0.0
 
+    def warm_prefix(self, blocks: tuple[int, ...]) -> None:
+        """Hold prompt blocks in the prefix cache before the first step: a replay that starts
+        from the warm cache a long-running server has (traceq/whatif/replay.py)."""
+        for b in blocks:
+            self.cache[b] = None
+
     def _trim(self) -> None:
         """Drop decode-step times no running request can still need (bounded memory)."""
         low = min((r.d_start for r in self.running.values() if r.d_start >= 0), default=self.D)

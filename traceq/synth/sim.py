@@ -84,21 +84,38 @@ def plan(scenario: Scenario, seed: int) -> tuple[RunInfo, Iterator[Request]]:
 def simulate(scenario: Scenario, seed: int, sinks: Sequence[Sink]) -> RunInfo:
     """Run the scenario, streaming every event to `sinks`; returns the run's summary."""
     info, requests = plan(scenario, seed)
-    out = Fanout(sinks)
     f = scenario.faults
     engine = Engine(scenario.engine, f, info.t_ready, info.throttle_ns)
-    deadlines: list[tuple[int, int, Request]] = []
     timeout_ns = round(f.timeout_s * NS) if f.timeout_s else 0
+    info.t_end, info.requests = drive(
+        engine, requests, info.t_first_arrival, Fanout(sinks), timeout_ns
+    )
+    info.preemptions = engine.preemptions
+    info.kv_max_tokens = engine.kv_max
+    return info
+
+
+def drive(
+    engine: Engine, requests: Iterator[Request], t_start: int, out: Fanout, timeout_ns: int = 0
+) -> tuple[int, int]:
+    """Feed tokenized `requests` (in queue order) to `engine` and step it until every request
+    has finished; returns (time of the last engine activity, requests fed). The one driver
+    of the engine model: `traceq synth` (`simulate`) and `traceq whatif`
+    (traceq/whatif/replay.py) both run it. `timeout_ns` > 0 aborts a request that long
+    after its arrival (a client timeout)."""
+    max_model_len = engine.cfg.max_model_len
+    deadlines: list[tuple[int, int, Request]] = []
+    n = 0
     pending = next(requests, None)
-    t = info.t_first_arrival
+    t = t_start
     while True:
         while pending is not None and pending.t_queued <= t:
-            info.requests += 1
+            n += 1
             out.on_arrival(pending)
             if pending.arrival.rejected:
                 pending.error = "BadRequestError"
                 pending.status_message = (
-                    f"This model's maximum context length is {scenario.engine.max_model_len} "
+                    f"This model's maximum context length is {max_model_len} "
                     f"tokens. However, you requested {pending.prompt} tokens in the messages."
                 )
                 pending.t_end = pending.t_tokenized
@@ -128,10 +145,7 @@ def simulate(scenario: Scenario, seed: int, sinks: Sequence[Sink]) -> RunInfo:
                 break
             t_next = max(t + 1, min(candidates))
         t = t_next
-    info.t_end = t
-    info.preemptions = engine.preemptions
-    info.kv_max_tokens = engine.kv_max
-    return info
+    return t, n
 
 
 class Collect:

@@ -1,0 +1,290 @@
+"""`traceq whatif` against what the engine does (docs/WHATIF.md): the back-test reproduces a
+run's own KPIs, and a prediction at another rate or setting matches a synth run generated at
+that rate or setting (the same engine model, traceq/synth/engine.py). Tolerances are the ones
+docs/WHATIF.md holds the model to; the errors it measures are far inside them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+from click.testing import CliRunner
+
+import traceq
+from traceq.cli import cli
+from traceq.session import Session
+from traceq.synth import SCENARIOS, generate, scenario
+from traceq.synth.config import Scenario, WorkloadConfig
+from traceq.synth.sim import Collect, simulate
+from traceq.whatif import SCHEMA_VERSION, whatif
+
+REQUESTS = 300
+NO_TPOT_SLO = {"ttft_ms": 1000.0, "tpot_ms": None}
+
+
+def _ingest(sc: str | Scenario, root: Path, name: str, seed: int = 1, **kw: object) -> Path:
+    folder = root / name
+    generate(sc, folder, seed=seed, **kw)  # type: ignore[arg-type]
+    dataset = root / f"{name}.tq"
+    traceq.ingest([folder], dataset)
+    return dataset
+
+
+@dataclass(frozen=True)
+class Engine:
+    """What the engine does with a scenario, from its own requests (no ingest): TTFT p99, TPOT
+    p50, the longest chunk gap (ms) and the share meeting TTFT ≤ 2 s and TPOT ≤ 100 ms, by
+    docs/METRICS.md's definitions (linear-interpolated percentiles)."""
+
+    ttft_p99: float
+    tpot_p50: float
+    tbt_max: float
+    attainment: float
+
+
+def _engine(sc: Scenario, seed: int = 1) -> Engine:
+    run = Collect()
+    simulate(sc, seed, [run])
+    done = [r for r in run.requests if r.error is None and r.tokens]
+    ttft = np.array([(r.tokens[0] - r.t_arrival) / 1e6 for r in done])
+    tpot = np.array(
+        [(r.tokens[-1] - r.tokens[0]) / 1e6 / (len(r.tokens) - 1) if len(r.tokens) > 1 else 0.0
+         for r in done]
+    )  # fmt: skip
+    gaps = max(max(np.diff(r.tokens), default=0) for r in done) / 1e6
+    good = (ttft <= 2000) & (tpot <= 100)
+    multi = np.array([len(r.tokens) > 1 for r in done])
+    return Engine(
+        float(np.quantile(ttft, 0.99)),
+        float(np.quantile(tpot[multi], 0.5)),
+        float(gaps),
+        float(good.sum()) / len(run.requests),
+    )
+
+
+def _whatif(dataset: Path, **kw: object):  # type: ignore[no-untyped-def]
+    with Session(dataset) as s:
+        return whatif(s, dataset=str(dataset), **kw)  # type: ignore[arg-type]
+
+
+def _rel(a: float, b: float) -> float:
+    return abs(a - b) / b
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("whatif")
+
+
+@pytest.fixture(scope="module")
+def healthy(root: Path) -> Path:
+    return _ingest("healthy", root, "healthy", requests=REQUESTS)
+
+
+@pytest.fixture(scope="module")
+def interference(root: Path) -> Path:
+    return _ingest("prefill-interference", root, "interference", requests=REQUESTS)
+
+
+@pytest.fixture(scope="module")
+def prefix(root: Path) -> Path:
+    return _ingest("low-prefix-reuse", root, "prefix", requests=REQUESTS)
+
+
+# -- back-test and other rates ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["healthy", "interference", "prefix"])
+def test_backtest_reproduces_the_runs_own_kpis(name: str, request: pytest.FixtureRequest) -> None:
+    result = _whatif(request.getfixturevalue(name))
+    errors = result.calibration.backtest.errors()
+    for key in ("ttft_p50", "ttft_p99", "tpot_p50"):
+        assert abs(errors[key]) <= 0.20, (key, errors[key])
+    assert not result.low_confidence
+    assert result.to_dict()["calibration"]["backtest"]["low_confidence"] is False
+
+
+@pytest.mark.parametrize(
+    ("name", "scenario_name"), [("healthy", "healthy"), ("prefix", "low-prefix-reuse")]
+)
+def test_twice_the_rate_matches_what_the_engine_then_does(
+    name: str, scenario_name: str, request: pytest.FixtureRequest
+) -> None:
+    dataset = request.getfixturevalue(name)
+    base = scenario(scenario_name, requests=REQUESTS)
+    rate_2x = (base.workload.rate_per_s or 1.0) * 2
+    doubled = replace(base, workload=replace(base.workload, rate_per_s=rate_2x))
+    truth = _engine(doubled)
+    rate = _whatif(dataset).calibration.workload.rate_rps
+    (predicted,) = _whatif(dataset, rates=[2 * rate]).scenarios
+    assert predicted.rate_rps == pytest.approx(2 * rate)
+    assert _rel(predicted.ttft_ms.p99, truth.ttft_p99) <= 0.30
+    assert _rel(predicted.tpot_ms.p50, truth.tpot_p50) <= 0.15
+
+
+def test_max_rate_within_15_percent_of_the_engines(healthy: Path) -> None:
+    """The engine's own max rate at 95 % of requests with TTFT ≤ 1 s: bisection over synth
+    runs of the same traffic at other rates."""
+    base = scenario("healthy", requests=REQUESTS)
+
+    def attainment(rate: float) -> float:
+        sc = replace(base, workload=replace(base.workload, rate_per_s=rate))
+        run = Collect()
+        simulate(sc, 1, [run])
+        ok = [r for r in run.requests if r.t_first_token and r.t_first_token - r.t_arrival <= 1e9]
+        return len(ok) / len(run.requests)
+
+    lo, hi = 1.0, 64.0
+    while hi - lo > 0.02 * hi:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if attainment(mid) >= 0.95 else (lo, mid)
+    result = _whatif(healthy, slo=NO_TPOT_SLO, find_max_rate=True)
+    # the synth's rate knob rescales its trace's mean gap; the run's own rate is the measured one
+    truth = lo * result.calibration.workload.rate_rps / (base.workload.rate_per_s or 1.0)
+    found = result.max_rate
+    assert found is not None
+    assert _rel(found.rate_rps, truth) <= 0.15
+    low, high = found.interval
+    assert low <= found.rate_rps <= high and high > low
+    assert set(found.per_seed) == {0, 1, 2}
+
+
+def test_max_num_seqs_48_to_96_at_9_rps(root: Path) -> None:
+    """A run at 6 req/s with max_num_seqs 48 predicts 9 req/s at 48 (queues: attainment far
+    below 95 %) and at 96 (above it), each against the engine run at that setting."""
+    work = WorkloadConfig(
+        source="parametric",
+        requests=300,
+        rate_per_s=6.0,
+        output_mean_tokens=550.0,
+        output_sigma=0.6,
+    )
+    base = SCENARIOS["healthy"]
+    sc = replace(
+        base, engine=replace(base.engine, max_num_seqs=48), workload=work, log_requests=False
+    )
+    dataset = _ingest(sc, root, "seqs48")
+    rate = _whatif(dataset).calibration.workload.rate_rps * 9.0 / 6.0
+    at48, at96 = _whatif(dataset, rates=[rate], settings={"max_num_seqs": 96}).scenarios
+    assert at48.settings["max_num_seqs"] == 48 and at96.settings["max_num_seqs"] == 96
+    fast = replace(work, rate_per_s=9.0)
+    for seqs, predicted in ((48, at48), (96, at96)):
+        truth = _engine(replace(sc, engine=replace(sc.engine, max_num_seqs=seqs), workload=fast))
+        assert _rel(predicted.ttft_ms.p99, truth.ttft_p99) <= 0.35, seqs
+        assert (predicted.slo_attainment >= 0.95) == (truth.attainment >= 0.95), seqs
+    assert at48.slo_attainment < 0.95 <= at96.slo_attainment
+
+
+def test_chunked_prefill_on_shortens_the_longest_stall(interference: Path) -> None:
+    """Chunked prefill off with 8–16 k prompts stalls decodes behind whole prefills; turned
+    on, the step budget falls back to vLLM's default (8,192 here), as in the engine run."""
+    result = _whatif(interference, settings={"chunked_prefill": True})
+    (on,) = result.scenarios
+    budget = result.calibration.limits.with_settings({"chunked_prefill": True})
+    assert budget.items["max_num_batched_tokens"].value == 8192
+    assert budget.items["max_num_batched_tokens"].source == "default"
+    sc = scenario("prefill-interference", requests=REQUESTS)
+    engine = replace(
+        sc, engine=replace(sc.engine, chunked_prefill=True, max_num_batched_tokens=8192)
+    )
+    truth = _engine(engine)
+    observed = result.calibration.backtest.observed
+    assert _rel(on.tbt_ms.max, truth.tbt_max) <= 0.40
+    assert on.tbt_ms.max * 2 <= observed.tbt_ms.max
+
+
+def test_a_preemption_storm_is_marked_low_confidence(root: Path) -> None:
+    """Recompute after preemption is invisible in the traces: the back-test misses and says
+    so, in text and JSON."""
+    dataset = _ingest("kv-pressure", root, "kv", requests=150)
+    result = _whatif(dataset, rates=[1.0])
+    assert result.low_confidence
+    doc = result.to_dict()
+    assert doc["low_confidence"] and doc["calibration"]["backtest"]["outside_bound"]
+    text = CliRunner().invoke(cli, ["whatif", str(dataset)]).output
+    assert "LOW CONFIDENCE" in text
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+def test_text_and_json(healthy: Path) -> None:
+    runner = CliRunner()
+    args = ["whatif", str(healthy), "--rate", "1.5", "--set", "max_num_seqs=96"]
+    text = runner.invoke(cli, args)
+    assert text.exit_code == 0, text.output
+    assert "Back-test" in text.output and "max_num_seqs=96" in text.output
+    assert "n/a" not in text.output and "vllm.log line" in text.output
+    out = runner.invoke(cli, [*args, "--format", "json"])
+    assert out.exit_code == 0, out.output
+    doc = orjson.loads(out.output)
+    assert doc["schema_version"] == SCHEMA_VERSION
+    assert [s["label"] for s in doc["scenarios"]] == ["as observed", "with --set"]
+    for s in doc["scenarios"]:
+        assert s["rate_rps"] == 1.5
+        assert set(s["ttft_ms"]) == {"p50", "p90", "p99", "p999", "max"}
+        for key in ("tpot_ms", "tbt_ms", "slo_attainment", "goodput_rps", "output_tokens_per_s",
+                    "cost_per_1m_tokens", "settings"):  # fmt: skip
+            assert s[key] is not None, key
+    limits = doc["calibration"]["limits"]
+    assert limits["max_num_seqs"]["source"] == "log"
+    assert limits["replicas"]["source"] == "dataset"
+    assert "max_rate" not in doc
+
+
+def test_max_rate_from_the_command_line(healthy: Path) -> None:
+    out = CliRunner().invoke(
+        cli, ["whatif", str(healthy), "--max-rate", "--slo", "ttft_ms=1000,tpot_ms=none",
+              "--attainment", "0.95", "--format", "json"],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    found = orjson.loads(out.output)["max_rate"]
+    assert found["interval"][0] <= found["rate_rps"] <= found["interval"][1]
+
+
+@pytest.mark.parametrize(
+    ("pair", "words"),
+    [
+        ("max_num_sequences=96", "unknown setting"),
+        ("max_num_seqs=0", "out of range"),
+        ("kv_cache_tokens=lots", "not a whole number"),
+        ("chunked_prefill=maybe", "on or off"),
+        ("max_num_batched_tokens=4096", "chunked prefill off"),
+    ],
+)
+def test_a_bad_setting_exits_2_and_lists_the_known_ones(
+    pair: str, words: str, interference: Path
+) -> None:
+    out = CliRunner().invoke(cli, ["whatif", str(interference), "--set", pair])
+    assert out.exit_code == 2
+    assert words in out.output
+    if "unknown" in words or "range" in words:
+        assert "max_num_seqs" in out.output and "kv_cache_tokens" in out.output
+    assert "Traceback" not in out.output
+
+
+def test_no_chunk_timing_names_the_missing_input(root: Path, healthy: Path) -> None:
+    log_only = root / "log-only.tq"
+    traceq.ingest([root / "healthy" / "vllm.log"], log_only)
+    out = CliRunner().invoke(cli, ["whatif", str(log_only)])
+    assert out.exit_code == 2
+    assert "per-token" in out.output or "first-token" in out.output
+    assert not any(ch.isdigit() for ch in out.output.split("error:")[-1].split(";")[0])
+
+
+def test_no_engine_limits_names_them(root: Path, healthy: Path) -> None:
+    traces_only = root / "traces-only.tq"
+    traceq.ingest([root / "healthy" / "traces.otlp.jsonl"], traces_only)
+    out = CliRunner().invoke(cli, ["whatif", str(traces_only)])
+    assert out.exit_code == 2
+    assert "engine limits missing" in out.output and "kv_cache_tokens" in out.output
+    given = ["--set", "max_num_seqs=256", "--set", "max_num_batched_tokens=8192",
+             "--set", "chunked_prefill=on", "--set", "prefix_caching=on",
+             "--set", "kv_cache_tokens=400000"]  # fmt: skip
+    ok = CliRunner().invoke(cli, ["whatif", str(traces_only), *given, "--format", "json"])
+    assert ok.exit_code == 0, ok.output
+    limits = orjson.loads(ok.output)["calibration"]["limits"]
+    assert limits["kv_cache_tokens"]["source"] == "set"

@@ -1,0 +1,18 @@
+-- `traceq whatif` (traceq/whatif/): what the dataset holds for a calibration, one row:
+-- requests with a first token, requests with per-token timing (server chunks), the engine's
+-- peaks from its stats lines (null without them), the instances, and the GPU's memory and
+-- name (the defaults of vLLM depend on both).
+SELECT
+    (SELECT count(*) FROM request_phases WHERE view = 'server' AND error IS NULL
+        AND ttft_ns IS NOT NULL AND prefill_ns IS NOT NULL) AS timed_requests,
+    (SELECT count(DISTINCT request_id) FROM token_gaps WHERE view = 'server'
+        AND tbt_ns IS NOT NULL) AS chunked_requests,
+    (SELECT count(DISTINCT instance) FROM request_phases WHERE view = 'server') AS instances,
+    (SELECT max(running) FROM engine_stats) AS max_running,
+    (SELECT max(waiting) FROM engine_stats) AS max_waiting,
+    (SELECT max(kv_usage) FROM engine_stats) AS max_kv_usage,
+    (SELECT max(fb_total_mib) FROM gpu_samples) AS gpu_mib,
+    (SELECT any_value(model_name) FROM gpu_samples) AS gpu_name,
+    (SELECT count(DISTINCT coalesce(uuid, host || ':' || gpu)) FROM gpu_samples) AS gpus,
+    (SELECT max(prompt_tokens - coalesce(cached_tokens, 0)) FROM request_phases
+        WHERE view = 'server' AND error IS NULL) AS max_uncached_prompt

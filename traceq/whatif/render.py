@@ -1,0 +1,189 @@
+"""`traceq whatif` as text: the calibration in a few lines, the back-test and the scenarios as
+short tables, the max sustainable rate in a sentence. Data in traceq/whatif/model.py.
+
+>>> ms(0.042), ms(0.42), ms(3.14), ms(38.04), ms(1520.0), ms(65_000.0)
+('42 µs', '420 µs', '3.1 ms', '38 ms', '1.52 s', '65.0 s')
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from traceq.render import render_frame
+from traceq.whatif.limits import KNOBS, Limit, SettingValue
+from traceq.whatif.model import Outcome, Quantiles, WhatIf
+
+
+def ms(v: float | None) -> str:
+    """A duration in ms as a person reads it: µs below 1 ms, ms, s from 1 s."""
+    if v is None:
+        return "—"
+    if v >= 10_000:
+        return f"{v / 1000:,.1f} s"
+    if v >= 1000:
+        return f"{v / 1000:.2f} s"
+    if v >= 10:
+        return f"{v:,.0f} ms"
+    if v >= 1:
+        return f"{v:.1f} ms"
+    return f"{v * 1000:.0f} µs" if v >= 0.01 else f"{v * 1000:.1f} µs"
+
+
+def rate(v: float) -> str:
+    return f"{v:,.2f} req/s" if v < 100 else f"{v:,.0f} req/s"
+
+
+def pct(v: float | None) -> str:
+    return "—" if v is None else f"{v * 100:.1f} %"
+
+
+def render_text(r: WhatIf) -> str:
+    cal = r.calibration
+    lines = [f"traceq whatif {r.dataset}".rstrip(), ""]
+    if r.low_confidence:
+        lines += ["LOW CONFIDENCE: " + r.warnings[0].removeprefix("low confidence: "), ""]
+    lines += _calibration(r)
+    bt = cal.backtest
+    verdict = "outside" if bt.low_confidence else "within"
+    lines += [
+        "",
+        "Back-test: the observed rate and settings replayed, against the run's own KPIs "
+        f"({verdict} the {bt.bound * 100:.0f} % bound)",
+    ]
+    lines.append(_backtest_table(r))
+    if r.scenarios:
+        lines += ["", f"Scenarios (SLO {_slo(r.slo)}; cost at ${r.gpu_hour_usd:,.2f} per GPU-hour)"]
+        lines.append(_scenario_table(r.scenarios, cal.limits.settings()))
+        for s in r.scenarios:
+            for w in s.warnings:
+                lines.append(f"  note ({s.label}, {rate(s.rate_rps)}): {w}")
+    if r.max_rate is not None:
+        m = r.max_rate
+        lo, hi = m.interval
+        bound = "at least " if m.capped else ""
+        changed = _changed(m.settings, cal.limits.settings())
+        under = f" with {changed}" if changed else ""
+        lines += [
+            "",
+            f"Max sustainable rate{under}: {bound}{rate(m.rate_rps)} with {pct(m.attainment)} of "
+            f"requests meeting {_slo(r.slo)} ({rate(lo)} to {rate(hi)} over {len(m.per_seed)} "
+            "replays: the run's own arrivals and resampled ones)",
+        ]
+    rest = [w for w in r.warnings if not w.startswith("low confidence")]
+    if rest:
+        lines += ["", *[f"warning: {w}" for w in rest]]
+    return "\n".join(lines) + "\n"
+
+
+def _calibration(r: WhatIf) -> list[str]:
+    cal = r.calibration
+    t = cal.steps.terms
+    fit = f"R² {cal.steps.r2:.3f}, " if cal.steps.r2 is not None else ""
+    wl = cal.workload
+    lengths = wl.to_dict()
+    version = f"; vLLM {cal.limits.version}" if cal.limits.version else ""
+    where = ", ".join(cal.instances) + version
+    lines = [
+        f"Calibrated on {wl.total_requests:,} requests and {cal.steps.steps:,} engine steps "
+        f"({where})",
+        f"  step time ({fit}rms {ms(cal.steps.rms_s * 1e3)}): {ms(t['step_overhead_s'] * 1e3)}"
+        f" + {ms(t['decode_per_seq_s'] * 1e3)} per decoding request"
+        f" + {ms(t['decode_per_kv_token_s'] * 1e6)} per 1,000 KV tokens held"
+        f" + {ms(t['prefill_per_token_s'] * 1e6)} per 1,000 prefill tokens",
+        f"  arrival to queue: {ms(cal.front.base_s * 1e3)}"
+        f" + {cal.front.per_token_s * 1e6:.2f} µs per prompt token",
+        f"  workload: {rate(wl.rate_rps)}, burstiness {wl.burstiness:.2f} (1 = Poisson), "
+        f"prompt median {lengths['prompt_tokens']['p50']:,.0f} tokens, output median "
+        f"{lengths['output_tokens']['p50']:,.0f} tokens, "
+        f"prefix-cache hits {pct(wl.prefix_hit_rate)}",
+        "  limits:",
+    ]
+    for lim in cal.limits.items.values():
+        lines.append(f"    {_limit(lim)}")
+    if wl.n < wl.total_requests:
+        lines.append(f"  replays use the first {wl.n:,} of the {wl.total_requests:,} requests")
+    return lines
+
+
+def _limit(lim: Limit) -> str:
+    reached = {True: "; reached in the run", False: "; not reached in the run", None: ""}[
+        lim.reached
+    ]
+    return f"{lim.name} {_value(lim.value)} ({lim.detail}{reached})"
+
+
+def _value(v: SettingValue) -> str:
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    return f"{v:,}"
+
+
+def _slo(slo: dict[str, float | None]) -> str:
+    names = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2e_ms": "e2e"}
+    parts = [f"{names[k]} ≤ {ms(v)}" for k, v in slo.items() if v is not None and k in names]
+    return ", ".join(parts) or "no limit"
+
+
+def _backtest_table(r: WhatIf) -> str:
+    bt = r.calibration.backtest
+    errs = bt.errors()
+    rows = []
+    for metric, name in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("tbt_ms", "TBT")):
+        obs, pred = bt.observed.metric(metric), bt.predicted.metric(metric)
+        for stat in ("p50", "p99", "max"):
+            key = f"{metric.removesuffix('_ms')}_{stat}"
+            err = errs.get(key)
+            rows.append(
+                {
+                    "figure": f"{name} {stat}",
+                    "observed": ms(obs.get(stat) if obs else None),
+                    "replayed": ms(pred.get(stat) if pred else None),
+                    "error": "—" if err is None else f"{err * 100:+.1f} %",
+                }
+            )
+    rows.append(
+        {
+            "figure": "SLO attainment",
+            "observed": pct(bt.observed.slo_attainment),
+            "replayed": pct(bt.predicted.slo_attainment),
+            "error": "",
+        }
+    )
+    return _table(rows)
+
+
+def _scenario_table(scenarios: list[Outcome], observed: dict[str, SettingValue]) -> str:
+    rows = []
+    for s in scenarios:
+        rows.append(
+            {
+                "rate": rate(s.rate_rps),
+                "settings": _changed(s.settings, observed) or "as observed",
+                "TTFT p50": _stat(s.ttft_ms, "p50"),
+                "TTFT p99": _stat(s.ttft_ms, "p99"),
+                "TPOT p50": _stat(s.tpot_ms, "p50"),
+                "TBT max": _stat(s.tbt_ms, "max"),
+                "attainment": pct(s.slo_attainment),
+                "goodput": rate(s.goodput_rps),
+                "tokens/s": f"{s.output_tokens_per_s:,.0f}",
+                "$/1M tokens": "—"
+                if s.cost_per_1m_tokens is None
+                else f"{s.cost_per_1m_tokens:,.3f}",
+            }
+        )
+    return _table(rows)
+
+
+def _changed(settings: dict[str, SettingValue], observed: dict[str, SettingValue]) -> str:
+    """The settings that differ from the run's own, as `k=v, …` (empty when none)."""
+    return ", ".join(
+        f"{k}={_value(v)}" for k, v in settings.items() if k in KNOBS and observed.get(k) != v
+    )
+
+
+def _stat(q: Quantiles | None, name: str) -> str:
+    return ms(q.get(name)) if q is not None else "—"
+
+
+def _table(rows: list[dict[str, str]]) -> str:
+    return render_frame(pl.DataFrame(rows), "table").rstrip("\n")

@@ -160,13 +160,14 @@ def _root(fid: str, parents: dict[str, list[_Link]], failing: dict[str, Finding]
 
 def _demote(f: Finding, root: str, links: list[_Link]) -> None:
     """A consequence: `warn`, `see` its root; the causes its mechanism confirmed name the
-    playbook that explains them."""
+    playbook that explains them (the incident's root when its own edge names the cause,
+    else the strongest edge that does)."""
     f.status = "warn"
     f.see = root
-    for link in links:
-        for c in f.causes:
-            if c.id in link.edge.via and c.status == "confirmed":
-                c.see = link.root
+    for c in f.causes:
+        named = [k for k in links if c.id in k.edge.via and c.status == "confirmed"]
+        if named:
+            c.see = max(named, key=lambda k: (k.root == root, k.strength)).root
 
 
 def _slo(findings: list[Finding]) -> dict[str, Any]:

@@ -41,10 +41,9 @@ PRODUCERS = {
     "vllm-startup": "vLLM start-up spans (model / weight load, compile, CUDA graphs, KV profile)",
     "vllm-omni": "vLLM-Omni omni_request root with per-stage llm_request spans",
 }
-_READERS = {
-    "otlp-json": otlp_json.iter_span_frames,
+_OTLP_READERS = {  # these take the token event's name: it tells the Arrow reader which
+    "otlp-json": otlp_json.iter_span_frames,  # events it may read without their text
     "otlp-proto": otlp_proto.iter_span_frames,
-    "jaeger-json": jaeger.iter_span_frames,
 }
 _OUTPUTS = {
     "otel_requests": "requests",
@@ -85,7 +84,12 @@ def ingest(
     n_spans = 0
     seen: dict[str, int] = {}
     with source.open() as stream:
-        for frame, no_key in _READERS[fmt](stream, quarantine, progress):
+        if fmt == "jaeger-json":
+            frames = jaeger.iter_span_frames(stream, quarantine, progress)
+        else:
+            token_event = options.conventions.token_event
+            frames = _OTLP_READERS[fmt](stream, quarantine, progress, token_event)
+        for frame, no_key in frames:
             frame = frame.with_columns(_span=pl.int_range(pl.len(), dtype=pl.Int64) + n_spans)
             n_spans += frame.height
             parts = split_spans(frame, options.conventions)

@@ -1,8 +1,10 @@
 """OTLP/JSON: Collector file-exporter JSON lines, single documents, and Tempo `batches`.
 
-The hot path hands blocks of lines straight to polars' NDJSON reader with the OTLP schema
-and flattens them with explode / unnest, so no Python code runs per span or per event.
-Only a block that polars rejects is re-read line by line to quarantine the bad lines.
+The hot path parses blocks of lines with pyarrow's JSON reader and flattens them with Arrow
+compute (otlp_arrow.py), so no Python code runs per span or per event. Lines whose shape that
+reader does not take are read by polars' NDJSON reader with the OTLP schema and flattened with
+explode / unnest, as is a block pyarrow rejects; only a block that polars rejects too is
+re-read line by line to quarantine the bad lines.
 """
 
 from __future__ import annotations
@@ -10,17 +12,25 @@ from __future__ import annotations
 import io
 import itertools
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import BinaryIO
 
+import numpy as np
 import orjson
 import polars as pl
 
-from traceq.ingest.blocks import cap_of, cut_long_lines, is_json, iter_line_blocks
-from traceq.ingest.otel.spans import KEY_VALUES, SPAN_FRAME, normalise_id
+from traceq.ingest.blocks import NEWLINE, cap_of, cut_long_lines, is_json, iter_line_blocks
+from traceq.ingest.otel import otlp_arrow
+from traceq.ingest.otel.spans import KEY_VALUES, SPAN_FRAME, normalise_id, ns_of_text
 from traceq.ingest.otel.split import SPLIT_BYTES, split_line
 from traceq.schema import RAW_LIMIT
 
 BLOCK_BYTES = 32 << 20
+TOKEN_EVENT = "gen_ai.token"  # SpanConventions.token_event's default
+# Past this share of a block's lines needing polars, polars reads the whole block: reading
+# most of it twice (pyarrow, then polars) would cost more than polars alone.
+MAX_POLARS_SHARE = 0.5
+ARROW_READER = True  # False: polars reads every block (tests compare both paths)
 DOCUMENT_LIMIT = 512 << 20  # a single pretty-printed document is read whole up to this size
 
 _SPAN = pl.Struct(
@@ -81,11 +91,6 @@ def token_count(attributes: pl.Expr) -> pl.Expr:
     )
 
 
-def _ns(col: str) -> pl.Expr:
-    # Straight from the decimal text: a detour through float64 would drop the last digits.
-    return pl.col(col).str.strip_chars().cast(pl.Int64, strict=False)
-
-
 def documents_to_spans(docs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Flatten OTLP documents (with `_line`) into a span frame; also lines with no spans key."""
     no_key = docs.filter(pl.col("resourceSpans").is_null() & pl.col("batches").is_null())
@@ -124,8 +129,8 @@ def documents_to_spans(docs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         normalise_id("parentSpanId", 16).alias("parent_id"),
         "name",
         "kind",
-        _ns("startTimeUnixNano").alias("t_start"),
-        _ns("endTimeUnixNano").alias("t_end"),
+        ns_of_text("startTimeUnixNano").alias("t_start"),
+        ns_of_text("endTimeUnixNano").alias("t_end"),
         pl.col("status").struct.field("code").alias("status_code"),
         pl.col("status").struct.field("message").alias("status_message"),
         pl.col("attributes"),
@@ -231,7 +236,10 @@ def read_document(data: bytes) -> list[bytes] | None:
 
 
 def iter_span_frames(
-    stream: BinaryIO, quarantine: Quarantine, progress: Callable[[int], None]
+    stream: BinaryIO,
+    quarantine: Quarantine,
+    progress: Callable[[int], None],
+    token_event: str = TOKEN_EVENT,
 ) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]:
     """Span frames (and no-span documents) of an OTLP/JSON stream, block by block.
 
@@ -239,6 +247,7 @@ def iter_span_frames(
     document and parsed whole, up to the document cap; if that fails it is read as lines.
     """
     blocks = iter_line_blocks(stream, progress, BLOCK_BYTES)
+    readers = Readers(token_event)
     cap = cap_of(stream)
     document_limit = cap.max_document_bytes if cap else DOCUMENT_LIMIT
     first = next(blocks, None)
@@ -258,31 +267,109 @@ def iter_span_frames(
         else:
             lines = read_document(b"".join(b for b, _ in held))
             if lines:
-                yield documents_to_spans(read_lines(b"\n".join(lines) + b"\n", 1, quarantine))
+                yield spans_of_lines(b"\n".join(lines) + b"\n", 1, quarantine, readers)
                 return
     for text, at_line in itertools.chain(held, blocks):
-        yield documents_to_spans(read_lines(text, at_line, quarantine))
+        yield spans_of_lines(text, at_line, quarantine, readers)
 
 
-def read_lines(block: bytes, first_line: int, quarantine: Quarantine) -> pl.DataFrame:
-    """OTLP documents (with `_line`) of a block of JSON lines; a line over SPLIT_BYTES is read
-    in pieces, so polars never holds a big line whole (traceq/ingest/otel/split.py)."""
-    frames = [
-        _read_big_line(part, first, quarantine) if big else _read_block(part, first, quarantine)
-        for part, first, big in cut_long_lines(block, first_line, SPLIT_BYTES)
-    ]
-    if not frames:
-        return _parse_lines([], [])
-    return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
+@dataclass
+class Readers:
+    """Which reader a file's blocks go to: the Arrow reader, until it declines a block (one it
+    cannot parse, or whose lines it leaves to polars past MAX_POLARS_SHARE: a producer whose
+    spans carry other events); then polars alone, so the file is not parsed twice."""
+
+    token_event: str = TOKEN_EVENT
+    arrow: bool = True
+    probed: bool = False  # the Arrow reader tried on the head of the file's first block
 
 
-def _read_big_line(line: bytes, number: int, quarantine: Quarantine) -> pl.DataFrame:
-    """One line longer than SPLIT_BYTES, read as small pieces (traceq/ingest/otel/split.py)."""
+# The Arrow reader first reads this much of a file's first block (whole lines), so a file it
+# would decline (see Readers) costs it that much, not a whole block parsed twice.
+PROBE_BYTES = 1 << 20
+
+
+def spans_of_lines(
+    block: bytes, first_line: int, quarantine: Quarantine, readers: Readers
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Span frame and no-span documents (`_line`) of a block of JSON lines; a line over
+    SPLIT_BYTES is read in pieces (traceq/ingest/otel/split.py)."""
+    parts = []
+    for part, first, big in cut_long_lines(block, first_line, SPLIT_BYTES):
+        if big:
+            pieces = _pieces(part, first, quarantine)
+            numbers = np.full(len(pieces), first, dtype=np.int64)
+            got = _arrow_spans(b"\n".join(pieces) + b"\n", numbers, readers)
+            if got is None:
+                got = documents_to_spans(_parse_pieces(pieces, first, quarantine))
+        else:
+            n = part.count(b"\n") + (not part.endswith(b"\n"))
+            numbers = np.arange(first, first + n, dtype=np.int64)
+            got = _arrow_spans(part, numbers, readers)
+            if got is None:
+                got = documents_to_spans(_read_block(part, first, quarantine))
+        parts.append(got)
+    if not parts:
+        return documents_to_spans(_parse_lines([], []))
+    return pl.concat([f for f, _ in parts]), pl.concat([n.select("_line") for _, n in parts])
+
+
+def _arrow_spans(
+    block: bytes, numbers: np.ndarray, readers: Readers
+) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """The Arrow reader's span frame of a block whose row i is line `numbers[i]`, with the
+    rows it leaves read by polars; None when polars had better read the whole block."""
+    if not (ARROW_READER and readers.arrow and len(numbers)):
+        return None
+    if not readers.probed:
+        readers.probed = True
+        cut = block.find(b"\n", PROBE_BYTES) + 1
+        if 0 < cut < len(block):
+            head = block[:cut]
+            _arrow_spans(head, numbers[: head.count(b"\n")], readers)
+            if not readers.arrow:
+                return None
+    table = otlp_arrow.parse(block)
+    native = None if table is None else otlp_arrow.to_spans(table, readers.token_event)
+    if native is None or len(native.polars_rows) > MAX_POLARS_SHARE * len(numbers):
+        readers.arrow = False
+        return None
+    frame, no_key = native.frame, native.no_key_rows
+    if len(native.polars_rows):
+        rows = native.polars_rows
+        try:
+            docs = _parse_lines(_lines(block, rows), rows.tolist())  # `_line`: the row
+        except Exception:  # polars raises several error types for JSON it cannot read
+            return None
+        more, more_no_key = documents_to_spans(docs)
+        frame = pl.concat([frame, more.rename({"_line": "_row"})])
+        frame = frame.sort("_row", maintain_order=True)
+        no_key = np.sort(np.concatenate([no_key, more_no_key["_line"].to_numpy()]))
+    lines = pl.Series("_line", numbers[frame["_row"].to_numpy()], dtype=pl.Int64)
+    frame = frame.with_columns(lines).select(SPAN_FRAME.names())
+    return frame, pl.DataFrame({"_line": numbers[no_key]}, schema={"_line": pl.Int64})
+
+
+def _lines(block: bytes, index: np.ndarray) -> list[bytes]:
+    """Lines number `index` (0-based) of a block without blank lines."""
+    ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == NEWLINE)
+    if not len(ends) or ends[-1] != len(block) - 1:
+        ends = np.append(ends, len(block))
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    return [block[starts[i] : ends[i]] for i in index.tolist()]
+
+
+def _pieces(line: bytes, number: int, quarantine: Quarantine) -> list[bytes]:
+    """The documents a line longer than SPLIT_BYTES is cut into (split.py)."""
     pieces = split_line(line, number, quarantine)
     if pieces is None:
         reason = "truncated JSON line" if _is_prefix_of_json(line) else "not an OTLP/JSON object"
         quarantine.append(_bad_line(number, reason, line))
-        pieces = []
+        return []
+    return pieces
+
+
+def _parse_pieces(pieces: list[bytes], number: int, quarantine: Quarantine) -> pl.DataFrame:
     try:
         return _parse_lines(pieces, [number] * len(pieces))
     except Exception:

@@ -5,7 +5,8 @@ With the exporter's legacy `compression: zstd` each framed message is zstd-compr
 own (JSON messages too); with native compression the whole stream is (see source.py).
 
 Messages are decoded by protobuf's C parser and mapped to OTLP/JSON documents
-(proto_shape.py), which then take the same vectorised path as the JSON lines (otlp_json.py).
+(proto_shape.py, in Python per span and per event), which then take the same path as the JSON
+lines (otlp_json.py: pyarrow's reader, polars' for what it leaves).
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from traceq.ingest.blocks import MAX_LINE_BYTES, cap_of, read_whole
-from traceq.ingest.otel.otlp_json import BLOCK_BYTES, Quarantine, documents_to_spans, read_lines
+from traceq.ingest.otel.otlp_json import (
+    BLOCK_BYTES,
+    TOKEN_EVENT,
+    Quarantine,
+    Readers,
+    spans_of_lines,
+)
 from traceq.ingest.otel.proto_shape import as_document
 from traceq.ingest.source import ZSTD_MAGIC
 from traceq.schema import RAW_LIMIT
@@ -100,7 +107,10 @@ def _to_json_line(payload: bytes, limit: int) -> bytes:
 
 
 def iter_span_frames(
-    stream: BinaryIO, quarantine: Quarantine, progress: Callable[[int], None]
+    stream: BinaryIO,
+    quarantine: Quarantine,
+    progress: Callable[[int], None],
+    token_event: str = TOKEN_EVENT,
 ) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]:
     """Span frames of a protobuf file, a block of messages at a time."""
     head = stream.peek(8)[:8] if hasattr(stream, "peek") else b""
@@ -111,6 +121,7 @@ def iter_span_frames(
         messages = iter([] if whole is None else [(0, whole)])
     cap = cap_of(stream)
     limit = cap.max_bytes if cap else MAX_LINE_BYTES
+    readers = Readers(token_event)
     lines: list[bytes] = []
     numbers: list[int] = []
     size = 0
@@ -125,17 +136,20 @@ def iter_span_frames(
         numbers.append(number)
         size += len(line)
         if size >= BLOCK_BYTES:
-            yield _frame_block(lines, numbers, quarantine)
+            yield _frame_block(lines, numbers, quarantine, readers)
             lines, numbers, size = [], [], 0
             trim_heap()  # what the block left free goes back to the system (traceq/spill.py)
     if lines:
-        yield _frame_block(lines, numbers, quarantine)
+        yield _frame_block(lines, numbers, quarantine, readers)
 
 
 def _frame_block(
-    lines: list[bytes], numbers: list[int], quarantine: Quarantine
+    lines: list[bytes], numbers: list[int], quarantine: Quarantine, readers: Readers
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    docs = read_lines(b"\n".join(lines) + b"\n", 1, quarantine)
+    frame, no_key = spans_of_lines(b"\n".join(lines) + b"\n", 1, quarantine, readers)
     # Message numbers, not line numbers, locate records in a binary file.
-    docs = docs.with_columns(_line=pl.Series(numbers, dtype=pl.Int64).gather(docs["_line"] - 1))
-    return documents_to_spans(docs)
+    message = pl.Series(numbers, dtype=pl.Int64)
+    return (
+        frame.with_columns(_line=message.gather(frame["_line"] - 1)),
+        no_key.with_columns(_line=message.gather(no_key["_line"] - 1)),
+    )

@@ -173,6 +173,12 @@ def normalise_id(col: str, hex_len: int) -> pl.Expr:
     ).alias(col)
 
 
+def ns_of_text(col: str) -> pl.Expr:
+    """Integer ns from OTLP/JSON's decimal text, straight: through float64 the last digits
+    would be lost."""
+    return pl.col(col).str.strip_chars().cast(pl.Int64, strict=False)
+
+
 def _attributes_long(spans: pl.DataFrame) -> pl.DataFrame:
     return (
         spans.select("_span", "_line", "name", "attributes")

@@ -3,7 +3,8 @@
 polars' NDJSON reader holds a parsed line whole, at about 2.5 KB per JSON object: an 11 MB
 line of 100 k spans took 1.3 GB, one span with 1 M attributes 4 GB. Lines longer than
 SPLIT_BYTES are therefore parsed here (orjson: ~12x their size) and re-emitted as documents
-of about PIECE_BYTES, which polars reads in bounded memory. A span keeps at most
+of about PIECE_BYTES, which pyarrow's reader (otlp_arrow.py) or polars' then read in bounded
+memory. A span keeps at most
 MAX_ATTRIBUTES attributes (the OpenTelemetry SDK keeps 128 by default); the cut is noted in
 quarantine. A line with invalid UTF-8 is decoded with replacement characters and only the
 spans that contain one are quarantined; the rest of the line is kept.
@@ -17,7 +18,7 @@ import orjson
 
 from traceq.schema import RAW_LIMIT
 
-SPLIT_BYTES = 2 << 20  # lines longer than this are cut into pieces before polars reads them
+SPLIT_BYTES = 2 << 20  # lines longer than this are cut into pieces before they are read
 PIECE_BYTES = 1 << 20  # about this much JSON per piece
 MAX_ATTRIBUTES = 4096  # attributes kept per span (in a line longer than SPLIT_BYTES)
 _BAD_CHAR = "\ufffd"

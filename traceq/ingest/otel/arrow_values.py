@@ -1,0 +1,137 @@
+"""Span attribute values from pyarrow's parse in the shape polars' reader gives them.
+
+polars reads every AnyValue kind into text (spans.py, `ANY_VALUE`), so a double's text is the
+one polars prints: its shortest round-trip digits, never an exponent. Arrow's cast prints the
+same digits with `.0` on integers and an exponent past 1e16 or below 1e-4; `double_text`
+undoes both, and names the doubles where the two may still differ, whose line polars then
+reads (otlp_arrow.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from traceq.ingest.otel.spans import ANY_VALUE_FIELDS
+
+
+def series(array: pa.Array | pa.ChunkedArray) -> pl.Series:
+    """An Arrow array as a polars Series (no copy where the types allow)."""
+    return pl.Series(pa.chunked_array([array]) if isinstance(array, pa.Array) else array)
+
+
+def field(struct: pa.Array, name: str) -> pl.Series:
+    """One field of an Arrow struct array as a polars Series."""
+    return series(pc.struct_field(struct, name))
+
+
+# polars' cast writes 1e-7 as `1e-7` and 1e16 as `1e16`; polars' JSON text never uses an
+# exponent. Past this many digits of padding the line goes to polars (values never seen).
+_MAX_PAD = 400
+_EXPONENT = r"^(-?)([0-9])(?:\.([0-9]+))?e([-+]?[0-9]+)$"
+
+
+def _positional(text: pl.Expr) -> pl.Expr:
+    """`-1.25e-7` as `-0.000000125`, `1.5e17` as `150000000000000000`; other text as it is."""
+    parts = text.str.extract_groups(_EXPONENT)
+    sign = parts.struct.field("1")
+    digits = parts.struct.field("2") + parts.struct.field("3").fill_null("")
+    exponent = parts.struct.field("4").cast(pl.Int64)
+    zeros = pl.lit("0" * _MAX_PAD)
+    small = sign + "0." + zeros.str.slice(0, -exponent - 1) + digits
+    pad = exponent + 1 - digits.str.len_chars()
+    large = sign + digits + zeros.str.slice(0, pad.clip(0))
+    return (
+        pl.when(parts.struct.field("2").is_null())
+        .then(text)
+        .when(exponent.abs() > _MAX_PAD)
+        .then(None)
+        .when(exponent < 0)
+        .then(small)
+        .otherwise(large)
+    )
+
+
+def double_text(value: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Doubles as polars prints a JSON number it reads into text (shortest round-trip digits,
+    no exponent), and where that is unsure.
+
+    When two shortest digit strings are equally near the double, polars takes the upper, the
+    cast the even one. That tie needs the double to be exactly a decimal with one digit more
+    than the text has after its point (k): value × 10^(k+1) an integer, which for a binary
+    fraction means value × 2^(k+1) is one. Only then is a last digit that one up or down
+    gives the same double unsure (full-precision latencies and epoch seconds are not)."""
+    frame = pl.DataFrame({"value": value}).with_columns(
+        text=_positional(pl.col("value").cast(pl.String).str.strip_suffix(".0"))
+    )
+    text = pl.col("text")
+    last = text.str.slice(-1).cast(pl.Int64, strict=False)
+    head = text.str.slice(0, text.str.len_chars() - 1)
+    value_ = pl.col("value")
+    up = (head + (last + 1).cast(pl.String)).cast(pl.Float64, strict=False)
+    down = (head + (last - 1).cast(pl.String)).cast(pl.Float64, strict=False)
+    decimals = (text.str.len_chars() - text.str.find(".", literal=True) - 1).fill_null(0)
+    scaled = value_ * pl.lit(2.0).pow(decimals + 1)
+    tie = scaled == scaled.floor()
+    unsure = (
+        text.is_null()
+        | (tie & (last < 9) & (up == value_)).fill_null(False)
+        | (tie & (last > 0) & (down == value_)).fill_null(False)
+        | value_.is_nan()
+        | value_.is_infinite()
+        | (text == "-0")  # polars writes `-0` as `0` and `-0.0` as `-0`
+    ) & value_.is_not_null()
+    out = frame.select(text, unsure=unsure)
+    return out["text"], out["unsure"]
+
+
+def _n_kinds(kinds: Iterable[pl.Series]) -> pl.Series:
+    """How many AnyValue kinds each value has."""
+    return pl.DataFrame([s.is_not_null().alias(str(i)) for i, s in enumerate(kinds)]).select(
+        pl.sum_horizontal(pl.all())
+    )[:, 0]
+
+
+def _values(kv: pa.Array) -> tuple[pa.Array, pl.Series]:
+    """Key/values in polars' shape (every AnyValue kind as text) and which ones polars must
+    read: a value of no kind or of two (an `arrayValue`, a `kvlistValue`), an unsure double."""
+    value = pc.struct_field(kv, "value")
+    kinds = {f: field(value, f) for f in ("stringValue", "boolValue", "intValue", "bytesValue")}
+    double, unsure = double_text(field(value, "doubleValue"))
+    kinds["boolValue"] = kinds["boolValue"].cast(pl.String)
+    kinds["doubleValue"] = double
+    n_kinds = _n_kinds(kinds.values())
+    bad = unsure | (n_kinds != 1)
+    absent = pl.repeat(None, len(kv), dtype=pl.String, eager=True)
+    frame = pl.DataFrame({f: kinds.get(f, absent).alias(f) for f in ANY_VALUE_FIELDS})
+    values = pa.StructArray.from_arrays(
+        [pc.struct_field(kv, "key"), frame.to_struct("value").to_arrow()],
+        names=["key", "value"],
+    )
+    return values, bad
+
+
+def relist(lists: pa.Array, values: pa.Array) -> pa.Array:
+    """`values` (one per non-null element of `lists`, in order) as lists shaped like `lists`."""
+    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    mask = lists.is_null() if lists.null_count else None
+    return pa.ListArray.from_arrays(pa.array(offsets), values, mask=mask)
+
+
+def span_attributes(lists: pa.Array) -> tuple[pa.Array, pl.Series] | None:
+    """Span attributes in polars' shape, and per list whether polars must read its line;
+    None when a list holds a null pair."""
+    kv = pc.list_flatten(lists)
+    if kv.null_count:
+        return None
+    parents = pc.list_parent_indices(lists)
+    values, bad = _values(kv)
+    bad_lists = np.zeros(len(lists), dtype=bool)
+    bad_lists[series(parents).filter(bad).to_numpy()] = True
+    return relist(lists, values), pl.Series(bad_lists)

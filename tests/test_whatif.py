@@ -5,6 +5,7 @@ docs/WHATIF.md holds the model to; the errors it measures are far inside them.""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -288,3 +289,50 @@ def test_no_engine_limits_names_them(root: Path, healthy: Path) -> None:
     assert ok.exit_code == 0, ok.output
     limits = orjson.loads(ok.output)["calibration"]["limits"]
     assert limits["kv_cache_tokens"]["source"] == "set"
+
+
+# -- capacity for a target rate ------------------------------------------------------------
+
+
+def test_target_rate_plans_replicas_from_one_replicas_max_rate(healthy: Path) -> None:
+    out = CliRunner().invoke(cli, ["whatif", str(healthy), "--target-rate", "80", "--format",
+                                   "json"])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    plan = orjson.loads(out.output)["target_rate"]
+    per = plan["per_replica"]
+    assert per["settings"]["replicas"] == 1 and set(per["per_seed"]) == {"0", "1", "2"}
+    assert plan["replicas"] == math.ceil(80 / per["rate_rps"])
+    assert plan["replicas_with_headroom"] == math.ceil(80 * 1.2 / per["rate_rps"])
+    assert plan["replicas_interval"] == [math.ceil(80 / per["interval"][1]),
+                                         math.ceil(80 / per["interval"][0])]  # fmt: skip
+    gpus = plan["gpus_per_replica"]
+    assert gpus["value"] == 1 and gpus["source"] == "log"
+    assert "tensor_parallel_size=1" in gpus["detail"]
+    assert plan["gpus"] == plan["replicas"] and plan["usd_per_hour"] == 2.0 * plan["gpus"]
+    # the fleet it plans meets the SLO at the target in the model's own replay
+    (fleet,) = _whatif(healthy, rates=[80.0], settings={"replicas": plan["replicas"]}).scenarios[1:]
+    assert fleet.slo_attainment >= 0.95
+    text = CliRunner().invoke(cli, ["whatif", str(healthy), "--target-rate", "80"]).output
+    assert f"needed: {plan['replicas']:,} replicas, {plan['gpus']:,} GPUs" in text
+    assert "with 20 % headroom (96.00 req/s)" in text
+
+
+def test_target_rate_counts_every_gpu_of_a_tensor_parallel_replica(root: Path) -> None:
+    """Llama-3.1-70B on four H100s (tensor_parallel_size 4): four GPUs per replica."""
+    folder = root / "tp4"
+    generate("healthy", folder, seed=1, requests=150, hardware="h100x4-70b")
+    dataset = root / "tp4.tq"
+    traceq.ingest([folder], dataset)
+    result = _whatif(dataset, target_rate=20.0)
+    plan = result.to_dict()["target_rate"]
+    assert plan["gpus_per_replica"]["value"] == 4
+    assert plan["gpus"] == 4 * plan["replicas"]
+    assert plan["gpus_with_headroom"] == 4 * plan["replicas_with_headroom"]
+
+
+def test_target_rate_with_set_replicas_is_refused(healthy: Path) -> None:
+    out = CliRunner().invoke(
+        cli, ["whatif", str(healthy), "--target-rate", "80", "--set", "replicas=3"]
+    )
+    assert out.exit_code == 2
+    assert "--target-rate finds the replicas" in out.output and "Traceback" not in out.output

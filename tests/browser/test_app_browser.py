@@ -31,7 +31,7 @@ SETUP = Path(__file__).resolve().parent / "setup.sh"
 ARTEFACTS = Path(os.environ.get("TRACEQ_TEST_ARTIFACTS") or ROOT / "test-artifacts" / "browser")
 DOC_SHOTS = os.environ.get("TRACEQ_DOC_SCREENSHOTS")
 PAGES = {"overview": "", "timeline": "timeline", "phases": "phases", "findings": "findings",
-         "requests": "requests", "sql": "sql", "open": "open"}  # fmt: skip
+         "requests": "requests", "whatif": "whatif", "sql": "sql", "open": "open"}  # fmt: skip
 """Page name → URL path (the default page, the overview, lives at the root)."""
 VIEWPORT = {"width": 1400, "height": 2400}
 """Tall, so a screenshot holds a whole page (Streamlit scrolls inside its own container)."""
@@ -193,6 +193,7 @@ def test_every_page_renders(page, server):
         if name == "overview":
             doc_shot(page, "overview")
     assert drawn["timeline"] >= 8 and drawn["phases"] >= 3 and drawn["overview"] >= 1, drawn
+    assert drawn["whatif"] == 2, drawn  # TTFT p99 and SLO attainment against the rate
 
 
 def test_brushing_the_timeline_filters_every_page(page, server):

@@ -1,7 +1,8 @@
 """Cached, bounded loaders between the pages and the library: one `Session` per dataset
 (`st.cache_resource`), and every query result of traceq/app/queries.py cached per dataset,
 window and parameters (`st.cache_data`, bounded by entries and age). Pages call these and
-never query on their own. `load_findings` is the one door to the playbook engine.
+never query on their own. `load_findings` is the one door to the playbook engine;
+`engine_model` calibrates `traceq whatif`'s engine model once per dataset (the What if page).
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ import polars as pl
 import streamlit as st
 
 from traceq import __version__
-from traceq.app import queries
+from traceq.app import queries, whatif
 from traceq.app.queries import RequestFilter, TimeRange, Window
 from traceq.findings import Diagnosis, Finding, severity_rank
 from traceq.report import incidents
 from traceq.report.incidents import View
-from traceq.session import Session
+from traceq.session import QueryError, Session
+from traceq.whatif.limits import SettingError, SettingValue
+from traceq.whatif.predict import MEMORY_LIMIT, Calibrated, WhatIfInputError, calibrate, observe
 
 APP_ROW_CAP = 10_000
 """Rows any app query may return (the console's own cap is lower): a page that would ship
@@ -196,3 +199,62 @@ def _empty(dataset: str) -> Diagnosis:
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
         elapsed_s=0.0,
     )
+
+
+# -- what if -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EngineModel:
+    """The engine model of a dataset (traceq whatif's calibration) or why there is none."""
+
+    calibrated: Calibrated | None
+    note: str | None = None
+
+
+@st.cache_resource(max_entries=4, show_spinner="Calibrating the engine model…")
+def engine_model(dataset: str) -> EngineModel:
+    """The calibration of `dataset`, once per dataset (it is never mutated: every replay
+    copies what it changes)."""
+    return engine_model_for(dataset)
+
+
+def engine_model_for(dataset: str) -> EngineModel:
+    """Uncached `engine_model`: on a session of its own, under the calibration's memory limit
+    (MEMORY_LIMIT in traceq/whatif/predict.py) and without the pages' row cap (the workload
+    is up to 10,000 rows, read into the model, never shipped)."""
+    with Session(dataset, memory_limit=MEMORY_LIMIT) as own:
+        try:
+            return EngineModel(calibrate(own))
+        except (WhatIfInputError, SettingError, QueryError) as exc:
+            return EngineModel(None, str(exc).splitlines()[0])
+
+
+def _slo(slo: tuple[float, float, float]) -> dict[str, float | None]:
+    return dict(zip(("ttft_ms", "tpot_ms", "e2e_ms"), slo, strict=True))
+
+
+@st.cache_data(max_entries=16, ttl=3600, show_spinner="Replaying the engine model…")
+def whatif_curves(
+    dataset: str,
+    changes: tuple[tuple[str, SettingValue], ...],
+    slo: tuple[float, float, float],
+    price: float,
+) -> whatif.Curves:
+    """TTFT p99 and SLO attainment against the rate, as observed and with `changes`."""
+    cal = engine_model(dataset).calibrated
+    assert cal is not None  # the page stops on a dataset without one
+    observed = observe(session(dataset), _slo(slo), tbt=False)
+    return whatif.curves(cal, observed, dict(changes), _slo(slo), price)
+
+
+@st.cache_data(**CACHE)
+def whatif_at(
+    dataset: str,
+    changes: tuple[tuple[str, SettingValue], ...],
+    slo: tuple[float, float, float],
+    price: float,
+    rate: float,
+) -> dict[str, dict[str, float | str | None]]:
+    """The replay at one rate (the page's slider), as observed and with `changes`."""
+    cal = engine_model(dataset).calibrated
+    assert cal is not None
+    return whatif.at_rate(cal, dict(changes), _slo(slo), price, rate)

@@ -22,6 +22,7 @@ PAGE_LIST = (
     ("Postmortem", "phases", "Phases", "waterfall_chart", "phases"),
     ("Postmortem", "findings", "Findings", "report", "findings"),
     ("Postmortem", "requests", "Requests", "table_rows", "requests"),
+    ("Capacity", "whatif", "What if", "speed", "whatif"),
     ("Query", "console", "SQL console", "terminal", "sql"),
 )
 

@@ -92,6 +92,11 @@ def _trend(directory: str, last: int) -> None:
 )
 @click.option("--no-findings", is_flag=True, help="Do not run the playbooks.")
 @click.option(
+    "--no-headroom",
+    is_flag=True,
+    help="Do not search the max sustainable rate (the Headroom KPI, traceq whatif's model).",
+)
+@click.option(
     "--trend",
     "trend_dir",
     type=click.Path(file_okay=False),
@@ -121,6 +126,7 @@ def report_cmd(
     gpus: int | None,
     fail_on_regression: bool,
     no_findings: bool,
+    no_headroom: bool,
     trend_dir: str | None,
     last: int,
     memory_limit: str,
@@ -157,6 +163,7 @@ def report_cmd(
         gpu_hour_usd=gpu_hour_price or DEFAULT_GPU_HOUR_USD,
         gpus=gpus,
         findings=not no_findings,
+        headroom=not no_headroom,
         memory_limit=memory_limit,
     )
     try:
@@ -206,6 +213,7 @@ def _unit(unit: str) -> str:
 
 def _summary(report) -> None:  # type: ignore[no-untyped-def]
     from traceq.report import fmt
+    from traceq.report.headroom import sentence
     from traceq.report.kpis import BY_NAME, MAIN_KPIS
 
     m = report.measurement
@@ -217,6 +225,7 @@ def _summary(report) -> None:  # type: ignore[no-untyped-def]
     for name in MAIN_KPIS:
         k = BY_NAME[name]
         click.echo(f"  {k.label:32} {fmt.value(m.values.get(name), k.unit):>12}{_unit(k.unit)}")
+    click.echo(f"  {sentence(c['headroom'], m.params['slo'])}")
     incidents = report.incidents()
     new = [i for i, is_new in incidents if is_new]
     if report.findings_note:

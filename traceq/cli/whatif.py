@@ -24,15 +24,19 @@ from traceq.cli.report import parse_slo
               "[default: ttft_ms=2000,tpot_ms=100].")  # fmt: skip
 @click.option("--attainment", type=click.FloatRange(min=0, max=1, min_open=True), default=0.95,
               show_default=True,
-              help="Share of requests that must meet the SLO (--max-rate).")  # fmt: skip
+              help="Share of requests that must meet the SLO (--max-rate, "
+              "--target-rate).")  # fmt: skip
 @click.option("--max-rate", "find_max_rate", is_flag=True,
               help="Search the highest rate meeting the SLO at --attainment.")  # fmt: skip
+@click.option("--target-rate", type=click.FloatRange(min=0, min_open=True), default=None,
+              metavar="RPS", help="The replicas and GPUs this arrival rate needs at the SLO "
+              "and --attainment (and with 20 % headroom).")  # fmt: skip
 @click.option("--gpu-hour-price", type=click.FloatRange(min=0, min_open=True), default=None,
               help="USD per GPU-hour for the cost per 1 M tokens [default: 2.0].")  # fmt: skip
 @click.option("--format", "out_format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Output format.")  # fmt: skip
-@click.option("--memory-limit", default="2GB", show_default=True,
-              help="DuckDB memory limit; beyond it queries spill to disk.")  # fmt: skip
+@click.option("--memory-limit", default=None, help="DuckDB memory limit; beyond it queries "
+              "spill to disk [default: 512MB].")  # fmt: skip
 def whatif_cmd(
     dataset: str,
     rates: tuple[float, ...],
@@ -40,9 +44,10 @@ def whatif_cmd(
     slo: str | None,
     attainment: float,
     find_max_rate: bool,
+    target_rate: float | None,
     gpu_hour_price: float | None,
     out_format: str,
-    memory_limit: str,
+    memory_limit: str | None,
 ) -> None:
     """Calibrate the engine model from DATASET, back-test it on the run, and predict other
     rates and settings.
@@ -51,10 +56,12 @@ def whatif_cmd(
     traceq whatif run.tq --rate 4 --rate 8
     traceq whatif run.tq --set max_num_seqs=96 --rate 9
     traceq whatif run.tq --max-rate --slo ttft_ms=1000 --attainment 0.95 --format json
+    traceq whatif run.tq --target-rate 120 --slo ttft_ms=1000
     """
     from traceq.report.measure import DEFAULT_GPU_HOUR_USD
     from traceq.session import QueryError, Session
     from traceq.whatif import SettingError, WhatIfInputError, parse_settings, whatif
+    from traceq.whatif.predict import MEMORY_LIMIT
     from traceq.whatif.render import render_text
 
     try:
@@ -62,7 +69,7 @@ def whatif_cmd(
     except SettingError as exc:
         raise Failure(str(exc)) from exc
     try:
-        with Session(dataset, memory_limit=memory_limit) as session:
+        with Session(dataset, memory_limit=memory_limit or MEMORY_LIMIT) as session:
             result = whatif(
                 session,
                 rates=rates,
@@ -70,6 +77,7 @@ def whatif_cmd(
                 slo=parse_slo(slo),
                 attainment=attainment,
                 find_max_rate=find_max_rate,
+                target_rate=target_rate,
                 gpu_hour_usd=gpu_hour_price or DEFAULT_GPU_HOUR_USD,
                 dataset=dataset,
             )

@@ -97,6 +97,8 @@ KPIS: tuple[Kpi, ...] = (
     ),
     Kpi("peak_kv_usage", "Peak KV-cache usage", "ratio", "lower", "engine"),
     Kpi("preemptions", "Preemptions", "count", "lower", "engine"),
+    # the max sustainable rate at the report's SLO (traceq/report/headroom.py): no sample
+    Kpi("headroom_rps", "Headroom (max sustainable rate)", "req/s", "higher", "capacity"),
 )
 BY_NAME = {k.name: k for k in KPIS}
 

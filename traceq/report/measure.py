@@ -115,6 +115,7 @@ def measure(
         ),
         "peak_kv_usage": e["peak_kv_usage"],
         "preemptions": None if e["preemptions"] is None else float(e["preemptions"]),
+        "headroom_rps": None,  # the engine model's, set by build_report (headroom.py)
     }
     # scale × mean(sample column) ** power gives each non-quantile KPI (kpis.Kpi); throughput
     # KPIs are means over the timeline's equal windows, so their spread over time sets the interval

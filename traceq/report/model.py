@@ -10,6 +10,7 @@ from traceq.findings import Diagnosis, Finding, Incident
 from traceq.report.baseline import failing_incidents, known_roots, load_baseline, to_baseline
 from traceq.report.compare import Change, compare, workload_shift
 from traceq.report.findings import diagnose
+from traceq.report.headroom import Headroom, measure_headroom
 from traceq.report.incidents import View, view
 from traceq.report.measure import DEFAULT_GPU_HOUR_USD, SAMPLE_CAP, Measurement, measure
 from traceq.report.thresholds import Thresholds, load_thresholds
@@ -27,6 +28,7 @@ class ReportOptions:
     gpus: int | None = None
     sample_cap: int = SAMPLE_CAP
     findings: bool = True
+    headroom: bool = True
     memory_limit: str = "2GB"
     time_limit_s: float = 600.0
 
@@ -145,6 +147,12 @@ def build_report(
                 Diagnosis([], m.dataset, m.dataset_hash, m.traceq_version, m.measured_at, 0.0),
                 "findings not requested",
             )
+    if opts.headroom:
+        h = measure_headroom(dataset, m.params["slo"], opts.gpu_hour_usd, opts.time_limit_s)
+    else:
+        h = Headroom(None, note="No Headroom figure: not requested (--no-headroom).")
+    m.values["headroom_rps"] = h.rate_rps
+    m.context["headroom"] = h.to_dict()
     changes, shift = [], []
     if baseline is not None:
         changes = compare(baseline, _as_current(m), thresholds)

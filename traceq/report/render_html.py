@@ -10,6 +10,7 @@ import polars as pl
 
 from traceq.report import fmt
 from traceq.report.charts import Chart
+from traceq.report.headroom import sentence as headroom_sentence
 from traceq.report.incidents import Tail, sentence
 from traceq.report.kpis import BY_NAME, KPIS, MAIN_KPIS
 from traceq.report.model import Report
@@ -85,7 +86,7 @@ def _kpi_table(r: Report) -> str:
 def _tiles(r: Report) -> str:
     m = r.measurement
     tiles = []
-    for name in MAIN_KPIS:
+    for name in (*MAIN_KPIS, "headroom_rps"):
         k = BY_NAME[name]
         tiles.append(
             f'<div class="tile"><span>{escape(k.label)}</span>'
@@ -276,6 +277,7 @@ def render_html(r: Report, charts: list[Chart]) -> str:
         "<h2>Incidents</h2>" + _incidents(r),
         _tail(r.view().tail),
         "<h2>KPIs</h2>" + _kpi_table(r),
+        f"<p>{escape(headroom_sentence(m.context['headroom'], m.params['slo']))}</p>",
         "<p class='meta'>Latency percentiles are linear (docs/METRICS.md); a KPI regresses when "
         "the change passes its absolute and relative thresholds and the bootstrap interval "
         "excludes 0 (docs/REPORT.md).</p>",

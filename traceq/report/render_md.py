@@ -7,6 +7,7 @@ from pathlib import Path
 
 from traceq.report import fmt
 from traceq.report.charts import Chart
+from traceq.report.headroom import sentence as headroom_sentence
 from traceq.report.incidents import Block, Tail, View, sentence
 from traceq.report.kpis import KPIS
 from traceq.report.model import Report
@@ -132,6 +133,7 @@ def render_md(r: Report, charts: list[Chart], chart_dir: str | None) -> str:
         head = ["KPI", "value"]
         rows = [[k.label, fmt.value(m.values.get(k.name), k.unit)] for k in KPIS]
     lines += _table(head, rows)
+    lines += ["", _cell(headroom_sentence(m.context["headroom"], m.params["slo"]))]
     lines += ["", "## Phase breakdown", ""]
     lines += _table(
         ["phase", "requests", "mean (ms)", "p50 (ms)", "p95 (ms)", "share of e2e"],

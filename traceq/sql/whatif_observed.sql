@@ -1,8 +1,9 @@
--- `traceq whatif` (traceq/whatif/observed.py): the run's own KPIs that the back-test compares a
+-- `traceq whatif` (traceq/whatif/predict.py): the run's own KPIs that the back-test compares a
 -- replay with, one row, over the successful server requests (whatif_requests.sql's rows):
 -- TTFT and TPOT percentiles (quantile_cont, docs/METRICS.md), SLO attainment and goodput as
 -- traceq report defines them ($slo_ttft_ms, $slo_tpot_ms, $slo_e2e_ms; null: no limit),
--- output tokens per second over first arrival to last token. TBT comes from kpi_latency.
+-- output tokens per second over first arrival to last token. TBT comes from kpi_latency
+-- (traceq/sql/whatif_observed_tbt.sql), read only where the back-test table shows it.
 WITH r AS (
     SELECT
         *,
@@ -24,9 +25,5 @@ SELECT
         / nullif((max(t_arrival + e2e_ns) - min(t_arrival)) / 1e9, 0) AS goodput_rps,
     sum(output_tokens) / nullif((max(t_arrival + e2e_ns) - min(t_arrival)) / 1e9, 0)
         AS output_tokens_per_s,
-    (max(t_arrival + e2e_ns) - min(t_arrival)) / 1e9 AS window_s,
-    (SELECT p50 FROM kpi_latency WHERE metric = 'tbt_ms') AS tbt_p50,
-    (SELECT p90 FROM kpi_latency WHERE metric = 'tbt_ms') AS tbt_p90,
-    (SELECT p99 FROM kpi_latency WHERE metric = 'tbt_ms') AS tbt_p99,
-    (SELECT max FROM kpi_latency WHERE metric = 'tbt_ms') AS tbt_max
+    (max(t_arrival + e2e_ns) - min(t_arrival)) / 1e9 AS window_s
 FROM r

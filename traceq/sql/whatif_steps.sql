@@ -34,7 +34,7 @@ WITH r AS (
     WHERE view = 'server' AND error IS NULL AND ttft_ns IS NOT NULL AND prefill_ns IS NOT NULL
       AND prompt_tokens > 0
 ),
-chunks AS (
+chunks AS NOT MATERIALIZED (
     SELECT g.request_id, g.source_id, p.instance, g.ts, g.idx
     FROM token_gaps g
     JOIN request_phases p USING (request_id, source_id)
@@ -79,16 +79,29 @@ spans AS (
     FROM placed
     WHERE k_first IS NOT NULL AND k_last IS NOT NULL AND k_first > k_sched
 ),
+chunk_steps AS NOT MATERIALIZED (  -- each chunk's step (with $chunked only: preemption needs it)
+    SELECT c.request_id, c.source_id, c.idx, n.k
+    FROM chunks c
+    JOIN numbered n ON c.instance = n.instance AND c.ts = n.ts
+    WHERE $chunked
+),
+skipping AS (  -- requests whose chunks may have skipped a step, a superset: those whose step
+               -- is not their first step plus their chunk index all along (or whose indices
+               -- have a gap); only their chunks are put in order below
+    SELECT request_id, source_id
+    FROM chunk_steps
+    GROUP BY request_id, source_id
+    HAVING max(k - idx) > min(k - idx) OR max(idx) - min(idx) + 1 <> count(*)
+),
 resumes AS (  -- decoding requests that skipped steps: preempted, then recomputed
     SELECT
         sp.instance, g.k, g.prev_k, sp.prompt + g.idx AS tokens, sp.prompt - sp.k_first AS held
     FROM (
         SELECT
-            c.request_id, c.source_id, c.idx, s.k,
-            lag(s.k) OVER (PARTITION BY c.request_id, c.source_id ORDER BY c.idx) AS prev_k
-        FROM chunks c
-        ASOF JOIN steps s ON c.instance = s.instance AND c.ts <= s.ts_end
-        WHERE $chunked
+            c.request_id, c.source_id, c.idx, c.k,
+            lag(c.k) OVER (PARTITION BY c.request_id, c.source_id ORDER BY c.idx) AS prev_k
+        FROM chunk_steps c
+        SEMI JOIN skipping s ON c.request_id = s.request_id AND c.source_id = s.source_id
     ) g
     JOIN spans sp USING (request_id, source_id)
     WHERE g.k - g.prev_k > 1

@@ -5,10 +5,11 @@ step times fitted to what each rebuilt step did, the engine's limits from its st
 the workload's arrivals and lengths — back-tested against the run's own KPIs, then replayed
 at other rates and settings.
 
-Modules: `limits.py` (limits, their sources, `--set`), `calibrate.py` (step-time and front
-fits), `workload.py` (the requests to replay), `replay.py` (one scenario through the engine),
-`search.py` (max sustainable rate), `model.py` (results as data, the JSON), `predict.py`
-(`whatif()`), `render.py` (text).
+Modules: `limits.py` (limits, their sources, `--set`), `startup.py` (what the start-up lines
+print), `calibrate.py` (step-time and front fits), `workload.py` (the requests to replay),
+`replay.py` (one scenario through the engine), `search.py` (max sustainable rate, the
+replicas for a target rate), `model.py` (results as data, the JSON), `predict.py`
+(`whatif()` and its steps), `render.py` (text).
 
 >>> from traceq.session import Session
 >>> from traceq.whatif import whatif

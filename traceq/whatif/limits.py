@@ -14,10 +14,12 @@ traceq.whatif.limits.SettingError: --set max_num_seqs=0: out of range (1 to 65,5
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import polars as pl
+
+from traceq.whatif.startup import engine_version, printed, same_line
 
 SettingValue = int | bool
 
@@ -58,10 +60,6 @@ KNOBS: dict[str, Knob] = {
 }
 CAPACITY = ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens")
 """The limits a higher load can run into; the others are switches or the fleet size."""
-
-KV_BLOCK_TOKENS = 16
-"""Tokens per KV block, vLLM's default block size: `num_gpu_blocks` × this is the cache size
-when the log prints blocks but not `GPU KV cache size`."""
 
 KV_FULL = 0.99
 """KV usage (engine_stats.kv_usage, ratio) at which the run counts as having reached the cache
@@ -119,6 +117,10 @@ class Limits:
     max_model_len: int | None
     big_gpu: bool | None
     tensor_parallel: int
+    gpus: Limit = field(
+        default_factory=lambda: Limit("gpus_per_replica", 1, "assumed", "1 GPU per replica")
+    )
+    """GPUs one replica (one calibrated instance) spans: tensor × pipeline parallel size."""
 
     def value(self, name: str) -> Any:
         return self.items[name].value
@@ -233,6 +235,8 @@ class Peaks:
     instances: int
     gpu_mib: float | None
     gpu_name: str | None
+    gpus: int | None = None
+    """GPUs in the GPU samples (null without them)."""
 
 
 def read_limits(rows: pl.DataFrame, peaks: Peaks, settings: dict[str, SettingValue]) -> Limits:
@@ -240,14 +244,21 @@ def read_limits(rows: pl.DataFrame, peaks: Peaks, settings: dict[str, SettingVal
     the defaults of the version and GPU, else `settings` (a `--set` of a limit the log does
     not print stands for the run's value too). Raises SettingError naming what is missing
     when a limit has no source at all."""
-    found = _printed(rows)
-    version = _version(rows)
+    found = printed(rows)
+    version = engine_version(rows)
     big = None
     if peaks.gpu_mib is not None:
         big = peaks.gpu_mib >= BIG_GPU_MIB and "a100" not in (peaks.gpu_name or "").lower()
     mml = found.get("max_model_len")
     tp = found.get("tensor_parallel_size")
-    base = Limits({}, version, int(mml[0]) if mml else None, big, int(tp[0]) if tp else 1)
+    base = Limits(
+        {},
+        version,
+        int(mml[0]) if mml else None,
+        big,
+        int(tp[0]) if tp else 1,
+        _gpus_per_replica(found, peaks),
+    )
     items: dict[str, Limit] = {}
     v1 = _at_least(version, DEFAULTS_SINCE)
     for name in ("chunked_prefill", "prefix_caching"):
@@ -298,51 +309,19 @@ def read_limits(rows: pl.DataFrame, peaks: Peaks, settings: dict[str, SettingVal
     return limits
 
 
-def _printed(rows: pl.DataFrame) -> dict[str, tuple[float, str]]:
-    """name → (value, where) from the start-up rows, the latest line of each."""
-    out: dict[str, tuple[float, str]] = {}
-    names = {
-        "setting_max_num_seqs": "max_num_seqs",
-        "setting_max_num_batched_tokens": "max_num_batched_tokens",
-        "setting_max_model_len": "max_model_len",
-        "setting_tensor_parallel_size": "tensor_parallel_size",
-        "startup_kv_tokens": "kv_cache_tokens",
-    }
-    for row in rows.iter_rows(named=True):  # start-up lines: a handful per engine start
-        where = f"{row['file'] or 'log'} line {row['line']}: {(row['message'] or '').strip()[:80]}"
-        kind = row["kind"]
-        if kind in names and row["value"] is not None:
-            out.setdefault(names[kind], (row["value"], where))
-        elif kind == "startup_gpu_blocks" and row["value"] is not None:
-            blocks = (row["value"] * KV_BLOCK_TOKENS, f"{where} × {KV_BLOCK_TOKENS}-token blocks")
-            out.setdefault("_kv_blocks", blocks)
-        elif kind == "startup_engine_config":
-            text = row["message"] or ""
-            for name, pattern in (
-                ("chunked_prefill", r"chunked_prefill_enabled=(True|False)"),
-                ("prefix_caching", r"enable_prefix_caching=(True|False)"),
-            ):
-                m = re.search(pattern, text)
-                if m:
-                    flag = f"{row['file'] or 'log'} line {row['line']}: {m.group(0)}"
-                    out.setdefault(name, (float(m.group(1) == "True"), flag))
-    if "kv_cache_tokens" not in out and "_kv_blocks" in out:
-        out["kv_cache_tokens"] = out["_kv_blocks"]
-    return out
-
-
-def _version(rows: pl.DataFrame) -> str | None:
-    for row in rows.iter_rows(named=True):
-        text = row["message"] or ""
-        if row["kind"] == "startup_version":
-            m = re.search(r"version (\S+)", text)
-        elif row["kind"] == "startup_engine_config":
-            m = re.search(r"\(v([^)\s]+)\)", text)
-        else:
-            continue
-        if m:
-            return m.group(1)
-    return None
+def _gpus_per_replica(found: dict[str, tuple[float, str]], peaks: Peaks) -> Limit:
+    """GPUs one replica spans: tensor × pipeline parallel size from the start-up lines, else
+    the GPUs in the GPU samples shared evenly by the instances, else 1 (assumed, and said)."""
+    name = "gpus_per_replica"
+    tp, pp = found.get("tensor_parallel_size"), found.get("pipeline_parallel_size")
+    if tp or pp:
+        value = int((tp or (1.0, ""))[0]) * int((pp or (1.0, ""))[0])
+        return Limit(name, max(1, value), "log", same_line([x[1] for x in (tp, pp) if x]))
+    n = max(1, peaks.instances)
+    if peaks.gpus and peaks.gpus >= n and peaks.gpus % n == 0:
+        words = "1 instance" if n == 1 else f"{n:,} instances"
+        return Limit(name, peaks.gpus // n, "dataset", f"{peaks.gpus:,} GPUs sampled, {words}")
+    return Limit(name, 1, "assumed", "no tensor_parallel_size line nor GPU samples: 1 assumed")
 
 
 def _at_least(version: str | None, since: tuple[int, int]) -> bool:

@@ -1,21 +1,25 @@
 """What `traceq whatif` computes, as data: the latency quantiles, one replay's outcome, the
-run's own KPIs, the back-test, the max-rate search and the whole result with its JSON
-(schema in docs/WHATIF.md). Rendering lives in traceq/whatif/render.py.
+run's own KPIs, the back-test, the max-rate search, the capacity plan of `--target-rate` and
+the whole result with its JSON (schema in docs/WHATIF.md). Rendering lives in
+traceq/whatif/render.py.
 
 >>> import numpy as np
 >>> Quantiles.of(np.arange(1001.0)).to_dict()
 {'p50': 500.0, 'p90': 900.0, 'p99': 990.0, 'p999': 999.0, 'max': 1000.0}
+>>> replicas_for(120.0, 25.0), replicas_for(100.0, 25.0), replicas_for(120.0, 0.0)
+(5, 4, None)
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from traceq.whatif.calibrate import FrontFit, StepFit
-from traceq.whatif.limits import Limits, SettingValue
+from traceq.whatif.limits import Limit, Limits, SettingValue
 from traceq.whatif.workload import Workload
 
 SCHEMA_VERSION = 1
@@ -28,6 +32,22 @@ on the synth scenarios."""
 
 BACKTEST_METRICS = (("ttft_ms", "p50"), ("ttft_ms", "p99"), ("tpot_ms", "p50"))
 """The figures the back-test bound applies to (docs/WHATIF.md)."""
+
+HEADROOM = 0.20
+"""Spare capacity the second plan keeps above the target (20 %): room for a burst above the
+mean rate, a replica out for a rolling deploy in a fleet of five, and the ±15 % the max rate
+is held to against the engine (docs/WHATIF.md) — the margin a capacity plan commonly keeps."""
+
+EXACT = 1e-9
+"""Relative slack when a target is a whole multiple of the per-replica rate: 100 / 25 is 4
+replicas, not 5 because of a rounding error in the last bit."""
+
+
+def replicas_for(target_rps: float, per_replica_rps: float) -> int | None:
+    """⌈target / per-replica rate⌉, at least 1; None when one replica sustains no rate."""
+    if per_replica_rps <= 0:
+        return None
+    return max(1, math.ceil(target_rps / per_replica_rps * (1 - EXACT)))
 
 
 @dataclass(frozen=True)
@@ -216,6 +236,63 @@ class MaxRate:
 
 
 @dataclass(frozen=True)
+class Capacity:
+    """`--target-rate`: the replicas and GPUs a target rate needs (`plan()` in
+    traceq/whatif/search.py). One replica is the calibrated instance; replicas =
+    ⌈target / per-replica max rate⌉, and ⌈target × (1 + headroom) / rate⌉ with headroom;
+    GPUs = replicas × GPUs per replica."""
+
+    target_rps: float
+    per_replica: MaxRate
+    gpus_per_replica: Limit
+    gpu_hour_usd: float
+    headroom: float = HEADROOM
+
+    @property
+    def replicas(self) -> int | None:
+        return replicas_for(self.target_rps, self.per_replica.rate_rps)
+
+    @property
+    def replicas_with_headroom(self) -> int | None:
+        return replicas_for(self.target_rps * (1 + self.headroom), self.per_replica.rate_rps)
+
+    @property
+    def replicas_interval(self) -> tuple[int | None, int | None]:
+        """Replicas over the seeds' per-replica rates: the fastest seed's, the slowest's."""
+        low, high = self.per_replica.interval
+        return replicas_for(self.target_rps, high), replicas_for(self.target_rps, low)
+
+    def gpus(self, replicas: int | None) -> int | None:
+        return None if replicas is None else replicas * int(self.gpus_per_replica.value)
+
+    def usd_per_hour(self, replicas: int | None) -> float | None:
+        gpus = self.gpus(replicas)
+        return None if gpus is None else gpus * self.gpu_hour_usd
+
+    @property
+    def upper_bound_only(self) -> bool:
+        """The per-replica search stopped at its ceiling: the replicas are at most these."""
+        return self.per_replica.capped
+
+    def to_dict(self) -> dict[str, Any]:
+        n, h = self.replicas, self.replicas_with_headroom
+        return {
+            "rate_rps": self.target_rps,
+            "per_replica": self.per_replica.to_dict(),
+            "gpus_per_replica": self.gpus_per_replica.to_dict(),
+            "replicas": n,
+            "replicas_interval": list(self.replicas_interval),
+            "gpus": self.gpus(n),
+            "usd_per_hour": self.usd_per_hour(n),
+            "headroom": self.headroom,
+            "replicas_with_headroom": h,
+            "gpus_with_headroom": self.gpus(h),
+            "usd_per_hour_with_headroom": self.usd_per_hour(h),
+            "upper_bound_only": self.upper_bound_only,
+        }
+
+
+@dataclass(frozen=True)
 class Calibration:
     """The fitted engine model, its limits and workload, and the back-test."""
 
@@ -250,6 +327,7 @@ class WhatIf:
     scenarios: list[Outcome]
     max_rate: MaxRate | None = None
     warnings: list[str] = field(default_factory=list)
+    capacity: Capacity | None = None
 
     @property
     def low_confidence(self) -> bool:
@@ -269,6 +347,8 @@ class WhatIf:
         }
         if self.max_rate is not None:
             out["max_rate"] = self.max_rate.to_dict()
+        if self.capacity is not None:
+            out["target_rate"] = self.capacity.to_dict()
         return out
 
 

@@ -6,12 +6,15 @@ through the one `Session` (traceq/session.py); the SQL is in traceq/sql/whatif_*
 >>> with Session("run.tq") as s:                                     # doctest: +SKIP
 ...     result = whatif(s, rates=[2.0], settings={"max_num_seqs": 96})
 ...     result.scenarios[0].ttft_ms.p99
+
+`calibrate()`, `observe()` and `backtest()` are the steps of `whatif()` on their own, for a
+caller that replays one calibration many times (the app's What if page).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from traceq.report.measure import DEFAULT_GPU_HOUR_USD, DEFAULT_SLO
@@ -24,15 +27,22 @@ from traceq.whatif.calibrate import (
     fit_front,
     fit_steps,
 )
-from traceq.whatif.limits import Limits, Peaks, SettingValue, read_limits
+from traceq.whatif.limits import Limits, Peaks, SettingError, SettingValue, read_limits
 from traceq.whatif.model import BackTest, Calibration, Observed, Outcome, WhatIf
 from traceq.whatif.replay import Model, replay
-from traceq.whatif.search import max_rate
+from traceq.whatif.search import max_rate, plan
 from traceq.whatif.workload import MAX_REPLAY_REQUESTS, Workload
 
 DEFAULT_ATTAINMENT = 0.95
 """Share of requests that must meet the SLO for a rate to count as sustainable: 95 %, the
 attainment capacity plans commonly hold a deployment to (docs/WHATIF.md)."""
+
+MEMORY_LIMIT = "512MB"
+"""DuckDB's memory limit for a calibration (`traceq whatif --memory-limit`, the app, the
+report's Headroom): the step rebuild (traceq/sql/whatif_steps.sql) is a chain of window
+functions over every chunk, and DuckDB fills whatever it is given — 2 GB took the command to
+2.2 GB of peak RSS on 100,000 requests — while spilling past 512 MB keeps it under 0.7 GB
+for 2 s more (docs/PERFORMANCE.md, bench/whatif.py)."""
 
 TIMING_HINT = (
     "ingest the server's OpenTelemetry spans with per-token events or arrays "
@@ -45,6 +55,16 @@ class WhatIfInputError(ValueError):
     """The dataset lacks an input the calibration needs; the message names it."""
 
 
+@dataclass(frozen=True)
+class Calibrated:
+    """The engine model fitted to a dataset, its limits and the instances it was fitted on:
+    what every replay of the dataset starts from (the app caches it per dataset)."""
+
+    model: Model
+    limits: Limits
+    instances: list[str]
+
+
 def whatif(
     session: Session,
     *,
@@ -53,22 +73,30 @@ def whatif(
     slo: dict[str, float | None] | None = None,
     attainment: float = DEFAULT_ATTAINMENT,
     find_max_rate: bool = False,
+    target_rate: float | None = None,
     gpu_hour_usd: float = DEFAULT_GPU_HOUR_USD,
     dataset: str = "",
 ) -> WhatIf:
     """Calibrate, back-test, and replay each rate (and, with `settings`, each rate under
-    them); with `find_max_rate`, search the highest rate meeting `slo` at `attainment`."""
+    them); with `find_max_rate`, search the highest rate meeting `slo` at `attainment`; with
+    `target_rate`, the replicas (and GPUs) that rate needs (traceq/whatif/capacity.py)."""
     settings = settings or {}
     slo = {**DEFAULT_SLO, **(slo or {})}
-    model, limits, instances = _calibrate(session, settings)
-    observed = Observed.from_row(
-        session.query(load("whatif_observed"), _slo_params(slo)).row(0, named=True)
+    if target_rate is not None and "replicas" in settings:
+        raise SettingError(
+            f"--target-rate finds the replicas: drop --set replicas={settings['replicas']:,}"
+        )
+    cal = calibrate(session, settings)
+    model, limits = cal.model, cal.limits
+    calibration = Calibration(
+        model.steps,
+        model.front,
+        limits,
+        model.workload,
+        cal.instances,
+        backtest(cal, observe(session, slo), slo, gpu_hour_usd),
     )
     rate0 = model.workload.rate_rps
-    back = replay(model, limits, rate0, 0, slo, gpu_hour_usd, "back-test")
-    calibration = Calibration(
-        model.steps, model.front, limits, model.workload, instances, BackTest(observed, back)
-    )
     changed = limits.with_settings(settings) if settings else None
     scenarios: list[Outcome] = []
     for rate in rates or ([rate0] if changed else []):
@@ -77,16 +105,35 @@ def whatif(
         if changed is not None:
             scenarios.append(replay(model, changed, rate, 0, slo, gpu_hour_usd, "with --set"))
     target = changed or limits
-    found = max_rate(model, target, slo, attainment, gpu_hour_usd) if find_max_rate else None
+    capacity = None
+    if target_rate is not None:
+        capacity = plan(model, target, target_rate, slo, attainment, gpu_hour_usd)
+    found = None
+    if find_max_rate and capacity is not None and int(target.value("replicas")) == 1:
+        found = capacity.per_replica  # the same search: the run's fleet is one replica
+    elif find_max_rate:
+        found = max_rate(model, target, slo, attainment, gpu_hour_usd)
     warnings = target.warnings()
     if calibration.backtest.low_confidence:
-        warnings.insert(0, _low_confidence(calibration.backtest))
-    return WhatIf(dataset, slo, attainment, gpu_hour_usd, calibration, scenarios, found, warnings)
+        warnings.insert(0, low_confidence_warning(calibration.backtest))
+    return WhatIf(
+        dataset,
+        slo,
+        attainment,
+        gpu_hour_usd,
+        calibration,
+        scenarios,
+        found,
+        warnings,
+        capacity,
+    )
 
 
-def _calibrate(
-    session: Session, settings: dict[str, SettingValue]
-) -> tuple[Model, Limits, list[str]]:
+def calibrate(session: Session, settings: dict[str, SettingValue] | None = None) -> Calibrated:
+    """The engine model of the dataset: step-time and front fits, limits (a `--set` of a
+    limit the log does not print stands for the run's own), workload. Raises
+    WhatIfInputError (no timing, too short) or SettingError (a limit without a source)."""
+    settings = settings or {}
     inputs = session.query(load("whatif_inputs")).row(0, named=True)
     timed = int(inputs["timed_requests"] or 0)
     if timed == 0:
@@ -109,6 +156,7 @@ def _calibrate(
         instances=int(inputs["instances"] or 1),
         gpu_mib=inputs["gpu_mib"],
         gpu_name=inputs["gpu_name"],
+        gpus=inputs["gpus"],
     )
     first = read_limits(settings_rows, peaks, settings)
     params = {
@@ -131,14 +179,35 @@ def _calibrate(
     rows = session.query(load("whatif_requests"), {"limit": MAX_REPLAY_REQUESTS})
     workload = Workload.from_frame(rows, timed)
     instances = sorted(str(i) for i in sums["instance"].to_list())
-    return Model(steps, front, workload), limits, instances
+    return Calibrated(Model(steps, front, workload), limits, instances)
+
+
+def observe(session: Session, slo: dict[str, float | None], tbt: bool = True) -> Observed:
+    """The run's own KPIs at `slo` (traceq/sql/whatif_observed.sql); with `tbt`, its TBT
+    percentiles too (whatif_observed_tbt.sql, a pass over every chunk gap: the back-test's
+    bound does not use them)."""
+    row = session.query(load("whatif_observed"), _slo_params(slo)).row(0, named=True)
+    if tbt:
+        gaps = session.query(load("whatif_observed_tbt"))
+        row |= gaps.row(0, named=True) if gaps.height else {}
+    return Observed.from_row(row)
+
+
+def backtest(
+    cal: Calibrated, observed: Observed, slo: dict[str, float | None], gpu_hour_usd: float
+) -> BackTest:
+    """The observed rate and settings replayed (seed 0) beside the run's own KPIs."""
+    rate0 = cal.model.workload.rate_rps
+    predicted = replay(cal.model, cal.limits, rate0, 0, slo, gpu_hour_usd, "back-test")
+    return BackTest(observed, predicted)
 
 
 def _slo_params(slo: dict[str, float | None]) -> dict[str, Any]:
     return {f"slo_{k}": slo.get(k) for k in ("ttft_ms", "tpot_ms", "e2e_ms")}
 
 
-def _low_confidence(bt: BackTest) -> str:
+def low_confidence_warning(bt: BackTest) -> str:
+    """The sentence a back-test outside its bound puts first among the warnings."""
     errs = bt.errors()
     parts = []
     for key in bt.failing():

@@ -11,7 +11,8 @@ import polars as pl
 
 from traceq.render import render_frame
 from traceq.whatif.limits import KNOBS, Limit, SettingValue
-from traceq.whatif.model import Outcome, Quantiles, WhatIf
+from traceq.whatif.model import Capacity, Outcome, Quantiles, WhatIf
+from traceq.whatif.search import MIN_FACTOR
 
 
 def ms(v: float | None) -> str:
@@ -30,6 +31,8 @@ def ms(v: float | None) -> str:
 
 
 def rate(v: float) -> str:
+    if 0 < v < 0.1:
+        return f"{v:.2g} req/s"
     return f"{v:,.2f} req/s" if v < 100 else f"{v:,.0f} req/s"
 
 
@@ -69,10 +72,56 @@ def render_text(r: WhatIf) -> str:
             f"requests meeting {_slo(r.slo)} ({rate(lo)} to {rate(hi)} over {len(m.per_seed)} "
             "replays: the run's own arrivals and resampled ones)",
         ]
+    if r.capacity is not None:
+        lines += ["", *_capacity(r)]
     rest = [w for w in r.warnings if not w.startswith("low confidence")]
     if rest:
         lines += ["", *[f"warning: {w}" for w in rest]]
     return "\n".join(lines) + "\n"
+
+
+def _capacity(r: WhatIf) -> list[str]:
+    """The --target-rate plan: the per-replica rate, then the replicas, GPUs and their price,
+    without and with headroom."""
+    c = r.capacity
+    assert c is not None
+    per = c.per_replica
+    lo, hi = per.interval
+    gpus = c.gpus_per_replica
+    changed = _changed(per.settings, r.calibration.limits.settings() | {"replicas": 1})
+    under = f", with {changed}" if changed else ""
+    head = (
+        f"Capacity for {rate(c.target_rps)} ({pct(r.attainment)} of requests meeting "
+        f"{_slo(r.slo)}{under}; ${r.gpu_hour_usd:,.2f} per GPU-hour):"
+    )
+    if c.replicas is None:
+        floor = rate(r.calibration.workload.rate_rps * MIN_FACTOR)
+        return [head, "  no number of replicas meets it: one replica misses the SLO even at "
+                f"{floor}, 1/{1 / MIN_FACTOR:.0f} of the run's rate (the SLO is tighter than "
+                "the engine's latency without load)"]  # fmt: skip
+    lines = [
+        head,
+        f"  one replica ({_count(int(gpus.value), 'GPU')}: {gpus.detail}) sustains "
+        f"{'at least ' if per.capped else ''}{rate(per.rate_rps)} ({rate(lo)} to {rate(hi)} "
+        f"over {len(per.per_seed)} replays)",
+    ]
+    bound = "at most " if c.upper_bound_only else ""
+    low, high = c.replicas_interval
+    spread = f" ({low:,} to {high:,} replicas over the replays)" if low != high else ""
+    extra = c.target_rps * (1 + c.headroom)
+    return [*lines, f"  needed: {bound}{_fleet(c, c.replicas)}{spread}",
+            f"  with {c.headroom * 100:.0f} % headroom ({rate(extra)}): {bound}"
+            f"{_fleet(c, c.replicas_with_headroom)}"]  # fmt: skip
+
+
+def _fleet(c: Capacity, replicas: int | None) -> str:
+    usd = c.usd_per_hour(replicas)
+    cost = "" if usd is None else f", ${usd:,.2f} an hour"
+    return f"{_count(replicas, 'replica')}, {_count(c.gpus(replicas), 'GPU')}{cost}"
+
+
+def _count(n: int | None, noun: str) -> str:
+    return "none" if n is None else f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _calibration(r: WhatIf) -> list[str]:

@@ -153,7 +153,7 @@ def _outcome(
     end = max((r.t_end for r in done), default=0)
     window_s = max((end - start) / NS, 1e-9)
     tokens = int(counts.sum())
-    gpus = int(limits.value("replicas")) * limits.tensor_parallel
+    gpus = int(limits.value("replicas")) * int(limits.gpus.value)
     cost = gpus * window_s / 3600 * gpu_hour_usd / tokens * 1e6 if tokens else None
     warnings = []
     if keep.max_decode > EXTRAPOLATION * model.steps.max_decode:

@@ -1,14 +1,15 @@
 """The highest arrival rate whose replay still meets the SLO at the attainment target, per
 seed: a doubling search from the observed rate for a rate that fails, then bisection to
 `REL_TOL`. Seed 0 is the trace replay (traceq/whatif/workload.py); the others are resampled
-runs, and their spread is the interval."""
+runs, and their spread is the interval. `plan()` turns the max rate of one replica into the
+replicas and GPUs a target rate needs (`--target-rate`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from traceq.whatif.limits import Limits
-from traceq.whatif.model import MaxRate, Outcome
+from traceq.whatif.model import Capacity, MaxRate, Outcome
 from traceq.whatif.replay import Model, replay
 
 REL_TOL = 0.02
@@ -85,3 +86,20 @@ def _search(run: Callable[[float], Outcome], base: float, target: float) -> tupl
         else:
             hi = mid
     return lo, False
+
+
+def plan(
+    model: Model,
+    limits: Limits,
+    target_rps: float,
+    slo: dict[str, float | None],
+    attainment: float,
+    gpu_hour_usd: float,
+) -> Capacity:
+    """`--target-rate`: the replicas and GPUs `target_rps` needs under `limits`, as a capacity
+    planner works it out by hand: one replica is the calibrated instance (its limits and its
+    GPUs), its max sustainable rate the search above over every seed; the replay deals a
+    fleet's arrivals round robin, so that is the rate each replica must sustain."""
+    one = limits.with_settings({"replicas": 1})
+    per = max_rate(model, one, slo, attainment, gpu_hour_usd)
+    return Capacity(target_rps, per, limits.gpus, gpu_hour_usd)

@@ -24,6 +24,7 @@ import duckdb
 import polars as pl
 
 from traceq import pick
+from traceq.columns import conformed
 from traceq.dataset import listed_files
 from traceq.docs import VIEW_FILES, views
 from traceq.remote import AnyDataset, RemoteDataset, open_dataset
@@ -83,7 +84,8 @@ def connect(
         files += paths
         con.register(f"_empty_{table}", empty(table).to_arrow())
         if paths:
-            con.read_parquet(paths, union_by_name=True, hive_partitioning=False).create_view(table)
+            rel = con.read_parquet(paths, union_by_name=True, hive_partitioning=False)
+            conformed(rel, polars_schema(table)).create_view(table)
         else:
             con.table(f"_empty_{table}").create_view(table)
     con.register("_sources", sources_frame(manifest).to_arrow())
@@ -116,7 +118,7 @@ def _register_pick(
     modes: dict[str, dict[str, str]]
     files: list[str] = []
     if entry and path is not None:
-        con.read_parquet(str(path)).create_view("_request_pick")
+        conformed(con.read_parquet(str(path)), PICK_SCHEMA).create_view("_request_pick")
         modes, files = entry["sources"], [str(path)]
     elif pick.request_sources(manifest):
         pick.compute(con, pick.request_sources(manifest))

@@ -24,6 +24,8 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from traceq.columns import conformed
+from traceq.schema import polars_schema
 from traceq.spill import ingest_memory, release_heap
 from traceq.sql import load
 
@@ -99,7 +101,8 @@ def settle(root: Path, manifest: dict[str, Any], path_of: Callable[[str], Path])
         con.execute("SET memory_limit = ?", [ingest_memory(PICK_MEMORY)])
         by_id = {s["source_id"]: s for s in manifest["sources"]}
         files = [str(path_of(rel)) for sid in sources for rel in by_id[sid]["files"]["requests"]]
-        con.read_parquet(files, union_by_name=True, hive_partitioning=False).create_view("requests")
+        rows = con.read_parquet(files, union_by_name=True, hive_partitioning=False)
+        conformed(rows, polars_schema("requests")).create_view("requests")
         compute(con, sources)
         tmp = scratch / "pick.parquet"
         con.table("_pick_rows").write_parquet(str(tmp), compression="zstd", row_group_size=1 << 17)

@@ -11,29 +11,26 @@ Unix epoch, UTC; durations `*_ns` are int64 nanoseconds; ratios are 0–1.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import polars as pl
 
+from traceq.schema_hops import HOP_TABLES, STITCHED
+from traceq.schema_types import BOOL, F64, I64, NS, STR, Column, _c
+
+__all__ = [
+    "NS",
+    "RAW_LIMIT",
+    "SCHEMA_VERSION",
+    "TABLES",
+    "Column",
+    "conform",
+    "empty",
+    "polars_schema",
+    "render_markdown",
+]
+
 SCHEMA_VERSION = 2
-"""2: `tokens` has `view` and `gap_ns` (docs/SCHEMA.md); version-1 datasets must be re-ingested."""
-
-NS = "ns since Unix epoch (UTC)"
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    dtype: pl.DataType
-    unit: str
-    doc: str
-
-
-def _c(name: str, dtype: pl.DataType, unit: str, doc: str) -> Column:
-    return Column(name, dtype, unit, doc)
-
-
-I64, F64, STR, BOOL = pl.Int64(), pl.Float64(), pl.String(), pl.Boolean()
+"""2: `tokens` has `view` and `gap_ns` (docs/SCHEMA.md); version-1 datasets must be re-ingested.
+Columns and tables added since read as null / empty from older files (traceq/columns.py)."""
 
 TABLES: dict[str, tuple[Column, ...]] = {
     "requests": (
@@ -72,6 +69,8 @@ TABLES: dict[str, tuple[Column, ...]] = {
             "Load-test run within a client source holding several (appended "
             "result, benchmark or experiment index; `stage N`); null otherwise.",
         ),
+        _c("trace_id", STR, "", "OpenTelemetry trace id of the request's spans (hex); else null."),
+        *STITCHED,
     ),
     "tokens": (
         _c("request_id", STR, "", "Request the chunk belongs to (`requests.request_id`)."),
@@ -239,6 +238,7 @@ TABLES: dict[str, tuple[Column, ...]] = {
             "row's own source, or the sibling of a summary file); the crosswalk joins on it.",
         ),
     ),
+    **HOP_TABLES,
     "quarantine": (
         _c("source_id", STR, "", "Content hash of the source file."),
         _c("location", STR, "", "Where in the source: `line 12`, `line 12 span 3`, `offset 40`."),

@@ -15,16 +15,9 @@ import polars as pl
 import pyarrow.parquet as pq
 
 from traceq import layout
+from traceq.columns import DUCKDB_TYPES
 from traceq.dataset import Dataset
 from traceq.schema import NS, TABLES, conform
-
-DUCKDB_TYPES = {
-    pl.Int64(): "BIGINT",
-    pl.Float64(): "DOUBLE",
-    pl.String(): "VARCHAR",
-    pl.Boolean(): "BOOLEAN",
-}
-"""The DuckDB type of each schema dtype (traceq/schema.py), for `SourceWriter.write_view`."""
 
 VIEW_ROW_GROUP_ROWS = 1 << 16
 """Rows of a row group of a staged file DuckDB writes (`write_view`): the Parquet writer holds

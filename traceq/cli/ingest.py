@@ -169,6 +169,7 @@ def _print_results(results: list[IngestResult]) -> None:
             if r.conventions:
                 seen = ", ".join(f"{k} ({n:,})" for k, n in r.conventions.items())
                 click.echo(f"  conventions matched: {seen}")
+            _print_stitch(r.stitch)
         if r.assumptions:
             said = "; ".join(f"{k}: {v}" for k, v in r.assumptions.items())
             click.echo(f"  clock ({r.clock_domain}): {said}")
@@ -182,6 +183,22 @@ def _print_results(results: list[IngestResult]) -> None:
     quarantined = sum(r.quarantined for r in results)
     summary = ", ".join(f"{n:,} {t}" for t, n in totals.items()) or "no new rows"
     click.echo(f"total: {summary}; {quarantined:,} quarantined")
+
+
+def _print_stitch(stitch: dict) -> None:
+    """Traces stitched across processes, and each clock offset with its bound."""
+    if not stitch:
+        return
+    from traceq.ingest.clocks import clock_lines
+
+    click.echo(
+        f"  stitched across hops: {stitch['requests']:,} requests "
+        f"({stitch['disaggregated']:,} disaggregated), {stitch['unserved']:,} seen by no engine, "
+        f"{stitch['retried']:,} with several decode attempts (the one that produced the "
+        f"response kept), {stitch['contradicted']:,} spans contradicting their parent quarantined"
+    )
+    for line in clock_lines(stitch.get("clock_offsets", []))[0]:
+        click.echo(f"  clock offset {line}")
 
 
 @click.command("formats")

@@ -22,7 +22,12 @@ import polars as pl
 
 from traceq.dataset import HEAD_HASH_BYTES, Dataset, DatasetError, write_error
 from traceq.ingest.blocks import LineCap
-from traceq.ingest.clocks import overlap_warnings, reference_ranges, source_warnings
+from traceq.ingest.clocks import (
+    clock_lines,
+    overlap_warnings,
+    reference_ranges,
+    source_warnings,
+)
 from traceq.ingest.family import Family
 from traceq.ingest.fit import wrong_format
 from traceq.ingest.options import IngestOptions
@@ -69,6 +74,9 @@ class IngestResult:
     """How the source's clock was set where the file did not say (year, zone, anchor)."""
     warnings: list[str] = field(default_factory=list)
     """Clock problems the user must see: a guessed year, stamps after the mtime, no overlap."""
+    stitch: dict[str, Any] = field(default_factory=dict)
+    """OTel traces stitched across processes: counts and clock offsets (traceq/ingest/otel/
+    hops.py `stitch_summary`); empty when the source has none."""
 
 
 def _expand(
@@ -287,6 +295,8 @@ def _ingest_one(
     listed = next((s for s in ds.sources() if s["source_id"] == source.source_id), entry)
     warnings = list(entry.pop("warnings", None) or [])
     warnings += source_warnings(listed, source.path.stat().st_mtime_ns)
+    stitch = dict(entry.get("stitch") or {})
+    warnings += clock_lines(stitch.get("clock_offsets", []))[1]
     return IngestResult(
         source.path,
         source.source_id,
@@ -298,6 +308,7 @@ def _ingest_one(
         clock_domain=entry.get("clock_domain"),
         assumptions=dict(entry.get("assumptions") or {}),
         warnings=warnings,
+        stitch=stitch,
     )
 
 
@@ -361,7 +372,17 @@ def _quarantine_file(writer: SourceWriter, reason: str, raw: str) -> None:
     writer.write("quarantine", pl.DataFrame([{"location": "file", "reason": reason, "raw": raw}]))
 
 
-_PUBLIC = ("requests", "tokens", "spans", "engine_stats", "events", "gpu_samples", "tool_metrics")
+_PUBLIC = (
+    "requests",
+    "tokens",
+    "spans",
+    "engine_stats",
+    "events",
+    "gpu_samples",
+    "tool_metrics",
+    "request_hops",
+    "unserved",
+)
 
 
 def _noop(_: int) -> None:

@@ -203,3 +203,33 @@ def _human(ns: int) -> str:
         if s >= size:
             return f"{s / size:.1f} {unit}"
     return f"{s:.0f} s"
+
+
+def clock_lines(rows: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """(summary lines, warnings) for the clock_offsets rows of one source."""
+    lines: list[str] = []
+    warnings: list[str] = []
+    for r in rows:
+        if r["reference"]:
+            lines.append(f"{r['instance']}: reference clock")
+            continue
+        if r["bound_ms"] is None:
+            lines.append(f"{r['instance']}: offset unknown (no causal link to the reference)")
+            warnings.append(
+                f"clock of {r['instance']} is not bounded by any span of the reference "
+                "instance: its stamps are not corrected"
+            )
+            continue
+        lines.append(f"{r['instance']}: offset {r['offset_ms']:+.3f} ms ± {r['bound_ms']:.3f} ms")
+        if r["lo_ms"] is not None and r["hi_ms"] is not None and r["lo_ms"] > r["hi_ms"]:
+            warnings.append(
+                f"clock of {r['instance']}: the spans contradict each other (lowest offset "
+                f"{r['lo_ms']:+.3f} ms above the highest {r['hi_ms']:+.3f} ms)"
+            )
+        corrects = r.get("corrects_ms")
+        if corrects is not None and r["bound_ms"] > corrects:
+            warnings.append(
+                f"clock of {r['instance']}: bound ±{r['bound_ms']:.3f} ms is wider than the "
+                f"phases it corrects (median {corrects:.3f} ms)"
+            )
+    return lines, warnings

@@ -83,7 +83,8 @@ def register(
         spark.createDataFrame([], _pick_schema(spark)).createOrReplaceTempView("_request_pick")
         modes: dict[str, dict[str, str]] = {}
     else:
-        spark.read.parquet(uri(pick_file)).createOrReplaceTempView("_request_pick")
+        pick_rows = spark.read.schema(_pick_schema(spark)).parquet(uri(pick_file))
+        pick_rows.createOrReplaceTempView("_request_pick")
         modes = entry["sources"]
     tokens = {s["source_id"]: s for s in manifest["sources"] if "tokens" in s.get("files", {})}
     for role in PICK_ROLES:

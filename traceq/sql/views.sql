@@ -151,7 +151,12 @@ FROM total AS t;
 
 -- @view request_phases
 -- One row per request: its latency split into tokenize, queue, prefill, decode and an
--- explicit residual. Where a request has both a server and a client row, the server row is
+-- explicit residual. A routed or disaggregated request (one trace across gateway, router,
+-- prefill worker, KV transfer, decode worker) is one row: t_arrival is its first hop's
+-- arrival, queue_ms and prefill_ms are the prefill worker's, decode_queue_ms and decode_ms the
+-- decode worker's, ttft_ms runs from the first hop to the decode engine's first token and
+-- e2e_ms is the first hop's own span; stamps that cross hosts are on the reference clock
+-- (clock_offsets). Where a request has both a server and a client row, the server row is
 -- used (SPEC §4), and of several rows of one view the one with the finest stamps (a span beats
 -- a log line), then the earliest ingested; copies of a request from other sources (the same
 -- request id and view) are counted once. The requests table keeps every row. Rows are in
@@ -163,13 +168,21 @@ WITH picked AS (
 durations AS (
     SELECT
         *,
-        coalesce(t_tokenized, t_queued) - t_arrival AS tokenize_ns,
+        coalesce(t_tokenized, t_queued) - coalesce(t_engine_arrival, t_arrival) AS tokenize_ns,
         t_scheduled - t_queued AS queue_ns,
-        t_first_token - t_scheduled AS prefill_ns,
+        coalesce(t_prefill_end, t_first_token) - t_scheduled AS prefill_ns,
         t_last_token - t_first_token AS decode_ns,
         t_kv_transfer_end - t_kv_transfer_start AS kv_transfer_ns,
+        t_decode_scheduled - t_decode_queued AS decode_queue_ns,
         t_first_token - t_arrival AS ttft_ns,
-        t_last_token - t_arrival AS e2e_ns
+        coalesce(t_done, t_last_token) - t_arrival AS e2e_ns,
+        -- phases that lie between t_arrival and the end only on a request stitched across
+        -- hops (on a single-engine request the routing happened before its arrival)
+        CASE
+            WHEN t_engine_arrival IS NOT NULL
+                THEN coalesce(route_ns, 0) + coalesce(t_decode_scheduled - t_decode_queued, 0)
+            ELSE 0
+        END AS _hop_ns
     FROM picked
 )
 SELECT
@@ -197,11 +210,12 @@ SELECT
     decode_ns,
     -- Disaggregated serving: KV-cache transfer to this server; null elsewhere (ns).
     kv_transfer_ns,
-    -- e2e minus the known phases: time no stamp explains, e.g. API server or network (ns).
+    -- e2e minus the known phases (route and decode queue too on a disaggregated request):
+    -- time no stamp explains, e.g. API server, network or proxy hops (ns).
     e2e_ns - (
         coalesce(tokenize_ns, 0) + coalesce(queue_ns, 0) + coalesce(prefill_ns, 0)
         + coalesce(decode_ns, 0) + coalesce(kv_transfer_ns, 0)
-    ) AS residual_ns,
+    ) - _hop_ns AS residual_ns,
     -- Time to first token, from arrival, so including tokenization and queueing (ns).
     ttft_ns,
     -- End to end: t_last_token - t_arrival (ns).
@@ -235,7 +249,26 @@ SELECT
     -- Error type or message; null on success.
     error,
     -- Sources that carry this request with the same view (copies counted once).
-    copies
+    copies,
+    -- Routing decisions, summed (Dynamo decides for prefill and for decode); on a
+    -- single-engine request they precede t_arrival. Crosses hosts: on the reference clock (ns).
+    route_ns,
+    -- Disaggregated request: waiting on the decode engine once the KV cache arrived (ns).
+    decode_queue_ns,
+    -- route_ns in milliseconds.
+    route_ns / 1e6 AS route_ms,
+    -- decode_queue_ns in milliseconds.
+    decode_queue_ns / 1e6 AS decode_queue_ms,
+    -- kv_transfer_ns in milliseconds.
+    kv_transfer_ns / 1e6 AS kv_transfer_ms,
+    -- Disaggregated request: the instance that ran its prefill.
+    prefill_instance,
+    -- Disaggregated request: the instance whose decode produced the response.
+    decode_instance,
+    -- What told prefill from decode (disagg_role, max_tokens, sidecar); null on one engine.
+    role_signal,
+    -- OpenTelemetry trace id of the request's spans (request_hops, spans).
+    trace_id
 FROM durations;
 
 -- @view token_gaps

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from traceq.ingest.otel import jaeger, otlp_json, otlp_proto
+from traceq.ingest.otel.hops import stitch_summary
 from traceq.ingest.otel.producers import conventions_seen
 from traceq.ingest.otel.spans import split_spans
 from traceq.ingest.second_pass import second_pass
@@ -50,9 +51,23 @@ _OUTPUTS = {
     "otel_tokens": "tokens",
     "otel_spans": "spans",
     "otel_events": "events",
+    "otel_request_hops": "request_hops",
+    "otel_clock_offsets": "clock_offsets",
+    "otel_unserved": "unserved",
     "otel_duplicates": "quarantine",
     "otel_bad_steps": "quarantine",
+    "otel_contradicted": "quarantine",
 }
+# The second pass, in order (each file's header says what it does): request stamps per span,
+# then the stitch of routed / disaggregated traces with its clock estimate, then the outputs.
+_SECOND_PASS = (
+    "otel_finalize",
+    "otel_stamps",
+    "otel_stitch",
+    "otel_clocks",
+    "otel_stitched",
+    "otel_outputs",
+)
 _STAGES = ("stage_spans", "stage_tokens", "stage_events")
 
 
@@ -108,12 +123,12 @@ def ingest(
                 quarantine.clear()
     if quarantine:
         writer.write("quarantine", pl.DataFrame(quarantine))
-    if schemas:
-        _finalize(writer, schemas)
-    return {"clock_domain": "unix_ns", "records": {"spans": n_spans}, "conventions": seen}
+    stitch = _finalize(writer, schemas) if schemas else {}
+    out = {"clock_domain": "unix_ns", "records": {"spans": n_spans}, "conventions": seen}
+    return out | ({"stitch": stitch} if stitch else {})
 
 
-def _finalize(writer: SourceWriter, schemas: dict[str, pl.Schema]) -> None:
+def _finalize(writer: SourceWriter, schemas: dict[str, pl.Schema]) -> dict[str, Any]:
     with second_pass(writer) as con:  # fixed limit, spills beyond: bounded RSS
         empty = {}
         for stage in _STAGES:
@@ -124,6 +139,8 @@ def _finalize(writer: SourceWriter, schemas: dict[str, pl.Schema]) -> None:
             else:
                 empty[stage] = pl.DataFrame(schema=schemas[stage])
                 con.register(stage, empty[stage])
-        con.execute(load("otel_finalize"))
+        for name in _SECOND_PASS:
+            con.execute(load(name))
         for view, table in _OUTPUTS.items():
             writer.write_view(table, con, view)
+        return stitch_summary(con)

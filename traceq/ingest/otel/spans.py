@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from traceq.ingest.otel.hops import STITCH_ATTRIBUTES, hop_of
 from traceq.ingest.otel.producers import event_kind, startup_events
 from traceq.ingest.otel.token_checks import check_token_events
 from traceq.ingest.otel.tokens import (
@@ -100,6 +101,7 @@ ATTRIBUTES = {
     "code.function": "a_code_function",  # vLLM start-up spans (tracing `instrument`)
     "gen_ai.latency.kv_cache_transfer_time": "a_kv_transfer_s",  # TensorRT-LLM, disagg
     "gen_ai.iteration.per_token_cached_tokens": "a_step_cached_tokens",  # Alipay fork scalar
+    **STITCH_ATTRIBUTES,  # routing layers: Dynamo, llm-d (traceq/ingest/otel/hops.py)
 }
 
 
@@ -319,6 +321,7 @@ def split_spans(spans: pl.DataFrame, conv: SpanConventions) -> dict[str, pl.Data
             kind=pl.col("kind").str.replace("^SPAN_KIND_", "").replace(KINDS),
             status_code=pl.col("status_code").str.replace("^STATUS_CODE_", "").replace(STATUS),
             role=role,
+            hop=hop_of(pl.col("name")),
         )
         .join(json_obj, on="_span", how="left")
         .join(lifted, on="_span", how="left")

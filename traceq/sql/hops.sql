@@ -1,0 +1,64 @@
+-- Public views over stitched requests (traceq/sql/otel_stitched.sql writes request_hops,
+-- clock_offsets and unserved per source; docs/INGEST.md "One request across every hop").
+
+-- Whether this dataset pairs client rows with server rows at all: only then is a client row
+-- with no server row a request that never reached a server (a load test read alone pairs
+-- nothing, and its rows are not lost).
+CREATE OR REPLACE VIEW _client_pairing AS
+SELECT
+    EXISTS (
+        SELECT 1
+        FROM unserved AS u
+        SEMI JOIN requests AS r ON r.trace_id = u.trace_id AND r.view = 'server'
+        WHERE u.hop = 'client'
+    ) AS traces_pair,
+    EXISTS (
+        SELECT 1
+        FROM _request_pick AS c
+        SEMI JOIN _request_pick AS s ON s.request_id = c.request_id AND s.view = 'server'
+        WHERE c.view = 'client'
+    ) AS ids_pair;
+
+-- @view lost_requests
+-- Requests some layer saw and no engine served: a gateway, router or sidecar span whose trace
+-- no engine of any source answered, a client span whose trace no server saw, and a client
+-- or load-test row (without a trace) no server row answers. A client-only candidate counts
+-- when it failed or when the dataset pairs client and server rows (_client_pairing). One row
+-- per request; request_phases has the served ones.
+CREATE OR REPLACE VIEW lost_requests AS
+WITH served AS (
+    SELECT DISTINCT trace_id FROM requests WHERE view = 'server' AND trace_id IS NOT NULL
+),
+candidates AS (
+    SELECT u.request_id, u.trace_id, u.ids, u.hop, u.instance, u.error, u.ts, u.source_id
+    FROM unserved AS u
+    ANTI JOIN served AS s ON s.trace_id = u.trace_id
+    WHERE u.hop <> 'client' OR u.error IS NOT NULL OR (SELECT traces_pair FROM _client_pairing)
+    UNION ALL
+    SELECT
+        p.request_id, NULL, p.request_id, 'client', p.instance, p.error, p.t_arrival,
+        p.source_id
+    FROM _request_pick AS p
+    WHERE p.is_primary AND p.view = 'client' AND p.trace_id IS NULL
+        AND (SELECT ids_pair FROM _client_pairing)
+)
+SELECT
+    -- The best id known (the caller's x-request-id first).
+    request_id,
+    -- Trace id (hex); null for a load-test row.
+    trace_id,
+    -- Every id any layer gave the request, comma-separated.
+    ids,
+    -- The last hop that saw it: client, gateway, router, proxy or worker.
+    hop,
+    -- Instance of that hop.
+    instance,
+    -- error.type or status message of the deepest failing span (the load tool's error).
+    error,
+    -- When the first hop saw it, ns since the Unix epoch (UTC), on the reference clock.
+    ts,
+    -- ts as a timestamp (UTC, ns precision).
+    make_timestamp_ns(ts) AS ts_at,
+    -- Source file the row came from.
+    source_id
+FROM candidates;

@@ -31,15 +31,19 @@ _PART = re.compile(r"[^,;()]*" + MISSING + r"[^,;()]*")
 def duration_ms(ms: float) -> str:
     """A duration in the unit a person reads it in.
 
-    >>> [duration_ms(x) for x in (0.42, 17.4, 429.2, 1393, 26_617, 119_000, 754_000, 17_346_762)]
-    ['0.42 ms', '17 ms', '429 ms', '1.4 s', '27 s', '119 s', '13 min', '4.8 h']
+    >>> [duration_ms(x) for x in (0.015, 0.42, 17.4, 429.2, 1393, 26_617, 119_000, 754_000)]
+    ['15 µs', '0.42 ms', '17 ms', '429 ms', '1.4 s', '27 s', '119 s', '13 min']
+    >>> duration_ms(17_346_762)
+    '4.8 h'
     """
     if ms != ms:  # NaN
         return MISSING
     sign, ms = ("-", -ms) if ms < 0 else ("", ms)
     if ms == 0:
         return "0 s"
-    if ms < 1:
+    if ms < 0.1:  # a step's per-request or per-token cost
+        text = f"{ms * 1e3:.2g} µs"
+    elif ms < 1:
         text = f"{ms:.2f} ms"
     elif ms < 9.95:
         text = f"{ms:.1f} ms"

@@ -1,14 +1,15 @@
 """`traceq whatif` as text: the calibration in a few lines, the back-test and the scenarios as
 short tables, the max sustainable rate in a sentence. Data in traceq/whatif/model.py.
 
->>> ms(0.042), ms(0.42), ms(3.14), ms(38.04), ms(1520.0), ms(65_000.0)
-('42 µs', '420 µs', '3.1 ms', '38 ms', '1.52 s', '65.0 s')
+>>> ms(0.042), ms(0.42), ms(3.14), ms(38.04), ms(1520.0), ms(None)
+('42 µs', '0.42 ms', '3.1 ms', '38 ms', '1.5 s', '—')
 """
 
 from __future__ import annotations
 
 import polars as pl
 
+from traceq.playbooks.words import duration_ms
 from traceq.render import render_frame
 from traceq.whatif.limits import KNOBS, Limit, SettingValue
 from traceq.whatif.model import Capacity, Outcome, Quantiles, WhatIf
@@ -16,18 +17,9 @@ from traceq.whatif.search import MIN_FACTOR
 
 
 def ms(v: float | None) -> str:
-    """A duration in ms as a person reads it: µs below 1 ms, ms, s from 1 s."""
-    if v is None:
-        return "—"
-    if v >= 10_000:
-        return f"{v / 1000:,.1f} s"
-    if v >= 1000:
-        return f"{v / 1000:.2f} s"
-    if v >= 10:
-        return f"{v:,.0f} ms"
-    if v >= 1:
-        return f"{v:.1f} ms"
-    return f"{v * 1000:.0f} µs" if v >= 0.01 else f"{v * 1000:.1f} µs"
+    """A duration in ms as diagnose prints it (traceq/playbooks/words.py); a dash in a table
+    cell when unknown."""
+    return "—" if v is None else duration_ms(v)
 
 
 def rate(v: float) -> str:

@@ -84,51 +84,32 @@ ORDER BY rank, n DESC, instance
 LIMIT 1;
 
 -- Shortest chains from the reference (lo: o_ref - o_X <= d, so o_X >= -d) and to it (hi:
--- o_X - o_ref <= d), relaxed three times: the longest chain the producers need is gateway ->
--- decode engine -> prefill engine (two pairs), one more for a sidecar or a client between.
-CREATE OR REPLACE TEMP TABLE _clock_lo AS
-WITH s0 AS (SELECT instance AS node, CAST(0 AS BIGINT) AS d FROM _clock_ref),
-s1 AS (
-    SELECT node, min(d) AS d FROM (
-        SELECT * FROM s0
-        UNION ALL SELECT e.b, s.d + e.c FROM s0 AS s JOIN _clock_edges AS e ON e.a = s.node
-    ) GROUP BY node
+-- o_X - o_ref <= d), over chains of at most three pairs: the longest the producers need is
+-- gateway -> decode engine -> prefill engine (two pairs), one more for a sidecar or a client
+-- between. Each direction walks the pairs its own way round; the shortest walk wins.
+CREATE OR REPLACE TEMP TABLE _clock_walks AS
+WITH RECURSIVE
+steps AS (
+    SELECT 'lo' AS dir, a AS src, b AS dst, c FROM _clock_edges
+    UNION ALL
+    SELECT 'hi', b, a, c FROM _clock_edges
 ),
-s2 AS (
-    SELECT node, min(d) AS d FROM (
-        SELECT * FROM s1
-        UNION ALL SELECT e.b, s.d + e.c FROM s1 AS s JOIN _clock_edges AS e ON e.a = s.node
-    ) GROUP BY node
-),
-s3 AS (
-    SELECT node, min(d) AS d FROM (
-        SELECT * FROM s2
-        UNION ALL SELECT e.b, s.d + e.c FROM s2 AS s JOIN _clock_edges AS e ON e.a = s.node
-    ) GROUP BY node
+walk AS (
+    SELECT dir, instance AS node, CAST(0 AS BIGINT) AS d, 0 AS depth
+    FROM _clock_ref, (VALUES ('lo'), ('hi')) AS t(dir)
+    UNION ALL
+    SELECT w.dir, s.dst, w.d + s.c, w.depth + 1
+    FROM walk AS w
+    JOIN steps AS s ON s.dir = w.dir AND s.src = w.node
+    WHERE w.depth < 3
 )
-SELECT node AS instance, -d AS lo_ns FROM s3;
+SELECT dir, node AS instance, min(d) AS d FROM walk GROUP BY dir, node;
+
+CREATE OR REPLACE TEMP TABLE _clock_lo AS
+SELECT instance, -d AS lo_ns FROM _clock_walks WHERE dir = 'lo';
 
 CREATE OR REPLACE TEMP TABLE _clock_hi AS
-WITH s0 AS (SELECT instance AS node, CAST(0 AS BIGINT) AS d FROM _clock_ref),
-s1 AS (
-    SELECT node, min(d) AS d FROM (
-        SELECT * FROM s0
-        UNION ALL SELECT e.a, s.d + e.c FROM s0 AS s JOIN _clock_edges AS e ON e.b = s.node
-    ) GROUP BY node
-),
-s2 AS (
-    SELECT node, min(d) AS d FROM (
-        SELECT * FROM s1
-        UNION ALL SELECT e.a, s.d + e.c FROM s1 AS s JOIN _clock_edges AS e ON e.b = s.node
-    ) GROUP BY node
-),
-s3 AS (
-    SELECT node, min(d) AS d FROM (
-        SELECT * FROM s2
-        UNION ALL SELECT e.a, s.d + e.c FROM s2 AS s JOIN _clock_edges AS e ON e.b = s.node
-    ) GROUP BY node
-)
-SELECT node AS instance, d AS hi_ns FROM s3;
+SELECT instance, d AS hi_ns FROM _clock_walks WHERE dir = 'hi';
 
 -- One row per instance of the stitched traces. The offset is 0 when 0 lies in [lo, hi] (the
 -- clocks agree as far as causality can tell), else the middle of the interval; the bound is

@@ -276,6 +276,25 @@ def test_no_chunk_timing_names_the_missing_input(root: Path, healthy: Path) -> N
     assert not any(ch.isdigit() for ch in out.output.split("error:")[-1].split(";")[0])
 
 
+REAL_VLLM = Path(__file__).parent / "data" / "real" / "vllm"
+
+
+@pytest.mark.parametrize(
+    "log",
+    ["vllm_v1_0.11.2_full_startup_and_bench_conc1_4_8_llama3_8b_faradawn.log",
+     "vllm_v1_0.25.1_dgxspark_startup_fail_kv_too_small_for_262k_after_unpinned_redownload_sostrowsk.log"],
+)  # fmt: skip
+def test_a_real_vllm_log_alone_names_what_is_missing(tmp_path: Path, log: str) -> None:
+    """Real server logs (other people's) carry stats and start-up lines but no per-token
+    timing: one clear line, exit 2, never a traceback or a number."""
+    ds = tmp_path / "real.tq"
+    traceq.ingest([REAL_VLLM / log], ds)
+    out = CliRunner().invoke(cli, ["whatif", str(ds)])
+    assert out.exit_code == 2, out.output
+    assert "Traceback" not in out.output and out.output.count("\n") <= 2
+    assert "per-token" in out.output or "first-token" in out.output
+
+
 def test_no_engine_limits_names_them(root: Path, healthy: Path) -> None:
     traces_only = root / "traces-only.tq"
     traceq.ingest([root / "healthy" / "traces.otlp.jsonl"], traces_only)

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from traceq.ingest.otel.arrow_values import field, relist, series, span_attributes
-from traceq.ingest.otel.spans import SPAN_FRAME, normalise_id, ns_of_text
+from traceq.ingest.otel.spans import SPAN_FRAME, otlp_span_columns
 from traceq.ingest.otel.tokens import TOKEN_LEVEL_EVENTS
 
 _TEXT = pa.string()
@@ -272,15 +272,7 @@ def _batch_spans(
     frame = frame.select(
         pl.col("_row").cast(pl.Int64),
         pl.lit(0, pl.Int64).alias("_span"),
-        "service",
-        "instance",
-        normalise_id("traceId", 32).alias("trace_id"),
-        normalise_id("spanId", 16).alias("span_id"),
-        normalise_id("parentSpanId", 16).alias("parent_id"),
-        "name",
-        "kind",
-        ns_of_text("startTimeUnixNano").alias("t_start"),
-        ns_of_text("endTimeUnixNano").alias("t_end"),
+        *otlp_span_columns(),
         "status_code",
         "status_message",
         "attributes",

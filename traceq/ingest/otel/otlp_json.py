@@ -21,7 +21,7 @@ import polars as pl
 
 from traceq.ingest.blocks import NEWLINE, cap_of, cut_long_lines, is_json, iter_line_blocks
 from traceq.ingest.otel import otlp_arrow
-from traceq.ingest.otel.spans import KEY_VALUES, SPAN_FRAME, normalise_id, ns_of_text
+from traceq.ingest.otel.spans import KEY_VALUES, SPAN_FRAME, otlp_span_columns
 from traceq.ingest.otel.split import SPLIT_BYTES, split_line
 from traceq.schema import RAW_LIMIT
 
@@ -122,15 +122,7 @@ def documents_to_spans(docs: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     frame = spans.select(
         "_line",
         pl.lit(0, pl.Int64).alias("_span"),
-        "service",
-        "instance",
-        normalise_id("traceId", 32).alias("trace_id"),
-        normalise_id("spanId", 16).alias("span_id"),
-        normalise_id("parentSpanId", 16).alias("parent_id"),
-        "name",
-        "kind",
-        ns_of_text("startTimeUnixNano").alias("t_start"),
-        ns_of_text("endTimeUnixNano").alias("t_end"),
+        *otlp_span_columns(),
         pl.col("status").struct.field("code").alias("status_code"),
         pl.col("status").struct.field("message").alias("status_message"),
         pl.col("attributes"),

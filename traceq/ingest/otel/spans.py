@@ -165,6 +165,23 @@ def _value_json(v: pl.Expr) -> pl.Expr:
     )
 
 
+def otlp_span_columns() -> list[pl.Expr | str]:
+    """The span frame's identity and time columns from OTLP/JSON's own field names (service
+    and instance already lifted from the resource): the same for every reader of the format
+    (otlp_json.py's polars path, otlp_arrow.py's Arrow path)."""
+    return [
+        "service",
+        "instance",
+        normalise_id("traceId", 32).alias("trace_id"),
+        normalise_id("spanId", 16).alias("span_id"),
+        normalise_id("parentSpanId", 16).alias("parent_id"),
+        "name",
+        "kind",
+        ns_of_text("startTimeUnixNano").alias("t_start"),
+        ns_of_text("endTimeUnixNano").alias("t_end"),
+    ]
+
+
 def normalise_id(col: str, hex_len: int) -> pl.Expr:
     """Trace / span ids as lower-case hex; base64 ids (protobuf JSON mapping) are decoded."""
     c = pl.col(col).str.strip_chars()

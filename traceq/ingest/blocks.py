@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-import numpy as np
 import orjson
 
 from traceq.schema import RAW_LIMIT
@@ -99,23 +98,32 @@ def iter_line_blocks(
 
 def cut_long_lines(block: bytes, first: int, limit: int) -> Iterator[tuple[bytes, int, bool]]:
     """(part, number of its first line, is one line longer than `limit`) that make up
-    `block` (whole lines), in order; a vectorised scan, only when the block is that long."""
-    if len(block) <= limit + 1:
-        if block:
-            yield block, first, False
-        return
-    ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == NEWLINE)
-    if not len(ends) or ends[-1] != len(block) - 1:
-        ends = np.append(ends, len(block))
-    starts = np.concatenate(([0], ends[:-1] + 1))
-    begin, begin_line = 0, first
-    for i in np.flatnonzero(ends - starts > limit).tolist():
-        start, end = int(starts[i]), int(ends[i])
-        if start > begin:
-            yield block[begin:start], begin_line, False
-        yield block[start:end], first + i, True
-        begin, begin_line = end + 1, first + i + 1
-    if begin < len(block):
+    `block` (whole lines), in order.
+
+    Steps through the block `limit + 1` bytes at a time to the last newline in each stretch
+    (every line before it is short), so a block of short lines costs a few backward searches,
+    not a scan of every byte; lines are counted only where a long one is found.
+
+    >>> list(cut_long_lines(b"ab\\nlong line\\ncd\\n", 1, 4))
+    [(b'ab\\n', 1, False), (b'long line', 2, True), (b'cd\\n', 3, False)]
+    """
+    n = len(block)
+    begin, begin_line = 0, first  # the short lines not yet yielded start here
+    pos = 0  # a line starts here; every line between begin and pos is short
+    while n - pos > limit:
+        cut = block.rfind(b"\n", pos, pos + limit + 1)
+        if cut >= 0:
+            pos = cut + 1
+            continue
+        end = block.find(b"\n", pos)
+        end = n if end < 0 else end
+        line = begin_line + block.count(b"\n", begin, pos)
+        if pos > begin:
+            yield block[begin:pos], begin_line, False
+        yield block[pos:end], line, True
+        begin, begin_line = end + 1, line + 1
+        pos = begin
+    if begin < n:
         yield block[begin:], begin_line, False
 
 

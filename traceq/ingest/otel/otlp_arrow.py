@@ -107,8 +107,9 @@ class ArrowSpans:
     polars_rows: np.ndarray
 
 
-def parse(block: bytes) -> pa.Table | None:
-    """The block's documents as an Arrow table, or None when pyarrow cannot read it."""
+def parse(block: bytes, lines: int) -> pa.Table | None:
+    """The block's documents (`lines` lines) as an Arrow table, or None when pyarrow cannot
+    read it."""
     if not _counts_in_order(block):
         return None
     options = pj.ReadOptions(block_size=PARSE_BLOCK_BYTES)
@@ -117,7 +118,6 @@ def parse(block: bytes) -> pa.Table | None:
         table.validate(full=True)  # pyarrow keeps invalid UTF-8 as it is: polars' path knows it
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    lines = block.count(b"\n") + (not block.endswith(b"\n"))
     return table if table.num_rows == lines else None  # blank lines: polars' path knows them
 
 

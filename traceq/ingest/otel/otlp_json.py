@@ -321,7 +321,7 @@ def _arrow_spans(
             _arrow_spans(head, numbers[: head.count(b"\n")], readers)
             if not readers.arrow:
                 return None
-    table = otlp_arrow.parse(block)
+    table = otlp_arrow.parse(block, len(numbers))
     native = None if table is None else otlp_arrow.to_spans(table, readers.token_event)
     if native is None or len(native.polars_rows) > MAX_POLARS_SHARE * len(numbers):
         readers.arrow = False

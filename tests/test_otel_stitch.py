@@ -25,6 +25,7 @@ from tests.disagg_factory import (
     llmd_request,
 )
 from tests.otel_factory import write_otlp_json
+from tests.playbook_helpers import run
 from tests.test_cli import traceq_cli
 from traceq.ingest import ingest
 
@@ -159,6 +160,18 @@ def test_lost_requests_are_exactly_those_no_engine_served(in_sync):
     assert by_id["client-refused"]["error"] == "connection refused"
     served_ids = set(_phases(ds)["request_id"])
     assert not lost & served_ids
+
+
+def test_error_rate_counts_the_requests_no_engine_served(in_sync):
+    ds, served, lost = in_sync
+    error_rate = next(f for f in run(ds).findings if f.id == "error-rate")
+    assert error_rate.status == "fail"
+    # every lost request is a failure among all the requests any layer saw
+    assert error_rate.message.startswith(f"{len(lost)} of {len(served) + len(lost)} requests")
+    assert "no healthy upstream ×1" in error_rate.message
+    cause = next(c for c in error_rate.causes if c.id == "not-served")
+    assert cause.status == "confirmed"
+    assert cause.evidence.startswith(f"{len(lost)} requests never reached an engine (100%")
 
 
 def test_a_span_that_contradicts_its_parent_is_quarantined_and_the_trace_kept(in_sync):

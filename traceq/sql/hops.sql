@@ -62,3 +62,17 @@ SELECT
     -- Source file the row came from.
     source_id
 FROM candidates;
+
+-- Internal (not a public view): the lost requests request_phases does not already hold (a
+-- client row that stands for its request is in both), each as a failure at the time its first
+-- hop saw it, with its error or what became of it. error-rate counts them with the served
+-- requests' failures.
+CREATE OR REPLACE VIEW _unserved_failures AS
+SELECT
+    l.request_id,
+    l.ts,
+    coalesce(l.error, 'not served (last hop: ' || l.hop || ')') AS error
+FROM lost_requests AS l
+ANTI JOIN request_phases AS p ON p.request_id = l.request_id
+WHERE l.trace_id IS NULL
+    OR NOT EXISTS (SELECT 1 FROM request_phases AS q WHERE q.trace_id = l.trace_id);

@@ -162,6 +162,22 @@ def test_lost_requests_are_exactly_those_no_engine_served(in_sync):
     assert not lost & served_ids
 
 
+def test_routing_lists_each_decision_with_its_worker_and_outcome(in_sync):
+    ds, _, lost = in_sync
+    rows = traceq.open(ds).sql("SELECT * FROM routing ORDER BY request_id, ts").pl()
+    dynamo = rows.filter(pl.col("request_id") == "cmpl-d-0")
+    assert dynamo["phase"].to_list() == ["prefill", "decode"]
+    assert dynamo["worker"].to_list() == ["7", "7"]
+    assert dynamo["overlap_blocks"].to_list() == [3, 3]
+    assert dynamo["served_by"].to_list() == ["prefill-worker-0", "decode-worker-0"]
+    assert dynamo["queue_ms"].to_list() == pytest.approx([1.9, 0.4], abs=TOLERANCE_MS)
+    sidecar = rows.filter((pl.col("request_id") == "chatcmpl-x-0") & (pl.col("phase") == "prefill"))
+    assert sidecar["worker"].to_list() == ["10.0.0.7:8000"]
+    outcomes = dict(zip(rows["request_id"], rows["outcome"], strict=True))
+    assert {r for r, o in outcomes.items() if o == "lost"} == lost - {"client-refused"}
+    assert set(outcomes.values()) == {"served", "lost"}
+
+
 def test_error_rate_counts_the_requests_no_engine_served(in_sync):
     ds, served, lost = in_sync
     error_rate = next(f for f in run(ds).findings if f.id == "error-rate")

@@ -31,9 +31,12 @@ FIRES = {
     "low-prefix-reuse": {"ttft-prefill": "prefix-cache-off"},
 }
 
-# playbooks whose faults no synth scenario injects: their fires cases run on real logs
-# (tests/test_playbooks_engine_failure.py)
-FIRES_ELSEWHERE = {"engine-failure": "tests/test_playbooks_engine_failure.py"}
+# playbooks whose faults no single synth scenario injects: their fires cases run on real logs
+# (engine failures) and on a fleet of synth replicas (routing skew)
+FIRES_ELSEWHERE = {
+    "engine-failure": "tests/test_playbooks_engine_failure.py",
+    "routing-skew": "tests/test_playbooks_routing.py",
+}
 
 # scenario → the root of its first incident (the injected fault, first)
 ROOT = {
@@ -66,6 +69,7 @@ QUIET = {
     "error-rate": ["queue-overload", "kv-pressure", "client-jitter"],
     "slo-goodput": ["slow-tokenizer", "client-jitter", "fixed-length"],
     "engine-failure": ["errors", "kv-pressure", "queue-overload"],
+    "routing-skew": ["queue-overload", "kv-pressure", "errors"],
 }
 
 

@@ -31,7 +31,7 @@ def test_diagnose_text_fails_with_exit_1_and_names_the_window(kv):
     assert lines[0].startswith("INCIDENT 1 [critical] KV-cache pressure"), lines[0]
     assert "from 2025-06-15 10:00" in lines[0]
     assert any(x.startswith("  └ WARN ttft-queueing (see kv-pressure)") for x in lines)
-    assert lines[-1].startswith("1 incident; 14 playbooks on")
+    assert lines[-1].startswith("1 incident; 15 playbooks on")
 
 
 def test_diagnose_json_is_the_findings_plus_run_metadata(kv):
@@ -115,13 +115,13 @@ def test_explain_and_list():
     assert "stall_floor_ms" in r.output and "seed part 1 §5.1" in r.output
     assert invoke("explain", "nope").exit_code == 2
     listed = invoke("playbooks", "list").output.splitlines()
-    assert len(listed) == 14 and listed[0].startswith("engine-failure")
+    assert len(listed) == 15 and listed[0].startswith("engine-failure")
 
 
 def test_lint_binds_every_query_against_the_real_views():
     r = invoke("playbooks", "lint")
     assert r.exit_code == 0, r.output
-    assert "14 playbooks, 0 issue(s)" in r.output
+    assert "15 playbooks, 0 issue(s)" in r.output
 
 
 def test_lint_reports_an_unknown_column_with_file_and_field(tmp_path):
@@ -154,7 +154,7 @@ def test_playbooks_ship_inside_the_package():
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
     globs = data["tool"]["setuptools"]["package-data"]["traceq"]
     assert "playbooks/catalog/*.yaml" in globs
-    assert len(list(builtin_dir().glob("*.yaml"))) == 14
+    assert len(list(builtin_dir().glob("*.yaml"))) == 15
 
 
 def test_catalogue_page_is_current():

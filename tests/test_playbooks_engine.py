@@ -74,7 +74,7 @@ def test_broken_playbook_is_an_error_and_the_others_still_run(healthy, tmp_path)
     by_id = {f.id: f for f in d.findings}
     assert by_id["ttft-queueing"].status == "error"
     assert "no_such_view" in by_id["ttft-queueing"].message
-    assert len(d.findings) == 14
+    assert len(d.findings) == 15
     assert by_id["tokenizer-overhead"].status == "pass"
 
 

@@ -118,6 +118,20 @@ HOP_TABLES: dict[str, tuple[Column, ...]] = {
             "Routing phase (Dynamo `Prefill` / `Decode`), the role signal of an engine, or why "
             "an attempt was not the one kept.",
         ),
+        _c(
+            "worker",
+            STR,
+            "",
+            "Routing decisions: the worker chosen, as the router names it (Dynamo `worker_id`, "
+            "llm-d's sidecar `decode.target` / `prefill_target`); null on other hops.",
+        ),
+        _c(
+            "overlap_blocks",
+            I64,
+            "blocks",
+            "Dynamo KV router: the prompt's KV blocks the chosen worker already held (its "
+            "prefix-cache overlap); null elsewhere.",
+        ),
     ),
     "clock_offsets": (
         _c("source_id", STR, "", "Content hash of the source file."),

@@ -76,3 +76,65 @@ FROM lost_requests AS l
 ANTI JOIN request_phases AS p ON p.request_id = l.request_id
 WHERE l.trace_id IS NULL
     OR NOT EXISTS (SELECT 1 FROM request_phases AS q WHERE q.trace_id = l.trace_id);
+
+-- @view routing
+-- One row per routing decision of a routed or disaggregated request: Dynamo's route spans
+-- (one per phase with the KV router), llm-d's EPP scheduling and its sidecar's calls to the
+-- prefill and the decode worker; the worker chosen as the router names it, the prefix overlap
+-- the KV router saw, and what became of the request (request_phases, lost_requests). Empty
+-- for a dataset of engines read alone.
+CREATE OR REPLACE VIEW routing AS
+WITH decisions AS (
+    SELECT
+        h.*,
+        CASE
+            WHEN lower(h.detail) IN ('prefill', 'decode') THEN lower(h.detail)
+            WHEN h.name = 'llm_d.pd_proxy.prefill' THEN 'prefill'
+            WHEN h.name = 'llm_d.pd_proxy.decode' THEN 'decode'
+        END AS phase
+    FROM request_hops AS h
+    WHERE h.hop = 'router' OR h.name IN ('llm_d.pd_proxy.prefill', 'llm_d.pd_proxy.decode')
+)
+SELECT
+    -- The stitched request (request_phases.request_id, else lost_requests.request_id).
+    d.request_id,
+    -- Trace id (hex).
+    d.trace_id,
+    -- When the decision began, ns since the Unix epoch (UTC), on the reference clock.
+    d.t_start AS ts,
+    -- Time the decision took (ms); a decision ends at the latest when its worker received the request.
+    d.dur_ms,
+    -- Instance that decided (the router, EPP or sidecar).
+    d.instance AS router,
+    -- Span of the decision.
+    d.name,
+    -- prefill or decode (Dynamo's KV router decides once for each, llm-d's sidecar calls
+    -- each); null for a decision for the whole request.
+    d.phase,
+    -- The worker chosen, as the router names it (Dynamo worker_id, llm-d target address).
+    d.worker,
+    -- Dynamo KV router: the prompt's KV blocks the chosen worker already held.
+    d.overlap_blocks,
+    -- The engine instance that served the decided phase (request_phases).
+    CASE d.phase
+        WHEN 'prefill' THEN p.prefill_instance
+        WHEN 'decode' THEN p.decode_instance
+        ELSE coalesce(p.decode_instance, p.instance)
+    END AS served_by,
+    -- Queueing on the worker of the decided phase (ms): queue_ms for prefill (or a whole
+    -- request), decode_queue_ms for decode.
+    CASE d.phase WHEN 'decode' THEN p.decode_queue_ms ELSE p.queue_ms END AS queue_ms,
+    -- The request's prefill time (ms).
+    p.prefill_ms,
+    -- Prompt tokens served from the prefix cache.
+    p.cached_tokens,
+    -- The request's TTFT (ms).
+    p.ttft_ms,
+    -- served, failed (served with an error) or lost (no engine served it: lost_requests).
+    CASE
+        WHEN p.request_id IS NULL THEN 'lost'
+        WHEN p.error IS NOT NULL THEN 'failed'
+        ELSE 'served'
+    END AS outcome
+FROM decisions AS d
+LEFT JOIN request_phases AS p ON p.request_id = d.request_id AND p.view = 'server';

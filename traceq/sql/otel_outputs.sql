@@ -89,7 +89,9 @@ SELECT
     h.span_id,
     h.hop_request_id,
     h.served,
-    nullif(h.detail, '') AS detail
+    nullif(h.detail, '') AS detail,
+    h.worker,
+    h.overlap_blocks
 FROM _hops AS h
 JOIN _trace_req AS t USING (trace_id);
 

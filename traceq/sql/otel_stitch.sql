@@ -13,7 +13,8 @@ WITH t AS (
         _span, trace_id, span_id, parent_id, instance, name, kind, hop, is_request, t_start,
         t_end, status_code, status_message, a_error_type, a_disagg_role, a_route_phase,
         a_x_request_id, a_dynamo_request_id, a_plain_request_id, a_request_id, a_max_tokens,
-        a_ttft_ms, a_plain_input_tokens, a_plain_output_tokens, a_plain_model
+        a_ttft_ms, a_plain_input_tokens, a_plain_output_tokens, a_plain_model, a_worker_id,
+        a_overlap_blocks, a_prefill_target, a_decode_target
     FROM _kept
     SEMI JOIN _hop_traces USING (trace_id)
 )

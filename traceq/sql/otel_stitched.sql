@@ -222,7 +222,9 @@ SELECT
     coalesce(a_x_request_id, a_dynamo_request_id, a_plain_request_id, a_request_id)
         AS hop_request_id,
     NULL::BOOLEAN AS served,
-    a_route_phase AS detail
+    a_route_phase AS detail,
+    coalesce(a_worker_id, a_decode_target, a_prefill_target) AS worker,
+    _int(a_overlap_blocks) AS overlap_blocks
 FROM _ts_c
 LEFT JOIN _routes AS r USING (_span)
 WHERE hop IN ('gateway', 'router', 'proxy') OR is_client_root
@@ -246,12 +248,14 @@ SELECT
                 THEN 'produced the response (of several attempts)'
             WHEN NOT served THEN 'did not produce the response' || coalesce(': ' || error, '')
         END
-    )
+    ),
+    NULL,
+    NULL
 FROM _engines_c AS e
 UNION ALL
 SELECT
     trace_id, 'kv_transfer', instance, _fix(t_kv_transfer_start, off), _fix(t_kv_transfer_end, off),
-    'kv_transfer', NULL, request_id, served, NULL
+    'kv_transfer', NULL, request_id, served, NULL, NULL, NULL
 FROM _engines_c
 WHERE role <> 'prefill' AND t_kv_transfer_start IS NOT NULL AND t_kv_transfer_end IS NOT NULL;
 

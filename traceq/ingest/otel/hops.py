@@ -46,6 +46,10 @@ STITCH_ATTRIBUTES = {
     "input_tokens": "a_plain_input_tokens",  # Dynamo engine.generate
     "output_tokens": "a_plain_output_tokens",  # Dynamo engine.generate
     "model": "a_plain_model",  # Dynamo engine.generate
+    "worker_id": "a_worker_id",  # Dynamo route spans: the worker chosen
+    "overlap_blocks": "a_overlap_blocks",  # Dynamo kv_router.route_request: prefix blocks cached
+    "prefill_target": "a_prefill_target",  # llm-d sidecar .request / .prefill: prefill pod
+    "decode.target": "a_decode_target",  # llm-d sidecar .decode: decode pod
 }
 """Attributes of the routing layers lifted into staged span columns (traceq/ingest/otel/spans.py
 lifts them with the gen_ai.* ones)."""

@@ -167,3 +167,15 @@ def test_large_scenario_reaches_50m_tokens_per_million_requests():
     info = simulate(scenario("large", requests=20_000), 1, [sink])
     assert sink.requests == 20_000 and info.preemptions == 0
     assert sink.tokens / sink.requests > 52
+
+
+def test_duration_is_the_arrival_span_on_every_hardware_profile():
+    # A profile scales the arrival rate down (an L4 to 0.09 of the H100's): with --duration
+    # the run keeps its length and holds fewer requests, so a window in seconds lies where
+    # it was put (bench/detection.py's 8-minute runs were ~6,800 s on an L4 before).
+    h100 = scenario("healthy", duration_s=480.0)
+    l4 = scenario("healthy", duration_s=480.0, hardware="l4-8b")
+    assert l4.hardware == "l4-8b"
+    assert l4.workload.requests == round(h100.workload.requests * 0.09)
+    info = simulate(l4, 13, [Collect()])
+    assert 400e9 <= info.span_ns <= 600e9

@@ -68,11 +68,18 @@ def scenario(
     intensity: str | None = None,
     window: tuple[float, float] | None = None,
     seed: int = 1,
+    hardware: str = DEFAULT_HARDWARE,
 ) -> Scenario:
-    """A named scenario, optionally rescaled to `requests` and / or an arrival span, at an
-    `intensity` (mild / medium / strong; None: the scenario as committed, i.e. strong) and with
-    its faults confined to `window` (seconds after the first arrival). `seed` only matters
-    for knobs relative to the run's own traffic (variants.KvPeak)."""
+    """A named scenario on `hardware` (a profile of traceq/synth/hardware.py), optionally
+    rescaled to `requests` and / or an arrival span, at an `intensity` (mild / medium /
+    strong; None: the scenario as committed, i.e. strong) and with its faults confined to
+    `window` (seconds after the first arrival). `seed` only matters for knobs relative to the
+    run's own traffic (variants.KvPeak).
+
+    The profile applies before the rescale, so `duration_s` is the arrival span on every
+    profile: without `requests`, a slower GPU's scaled-down rate gives fewer requests, not a
+    longer run (a window in seconds stays where it was put among the traffic); and a KvPeak
+    budget is the peak need of the traffic the profile's engine serves."""
     if name not in SCENARIOS:
         msg = f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}"
         raise KeyError(msg)
@@ -81,6 +88,7 @@ def scenario(
         sc = with_intensity(sc, intensity)
     if window is not None:
         sc = with_window(sc, window, intensity or DEFAULT_INTENSITY)
+    sc = on_hardware(sc, hardware)
     w = sc.workload
     if requests is not None:
         w = replace(w, requests=requests)
@@ -140,14 +148,14 @@ def generate(
     if convention not in CONVENTIONS:
         msg = f"unknown convention {convention!r}; known: {', '.join(CONVENTIONS)}"
         raise KeyError(msg)
-    if isinstance(name, Scenario):
-        sc = name
-    else:
-        sc = scenario(name, requests, duration_s, intensity, window, seed)
     if hardware not in PROFILES:
         msg = f"unknown hardware {hardware!r}; known: {', '.join(PROFILES)}"
         raise KeyError(msg)
-    sc = at_least(on_hardware(sc, hardware))
+    if isinstance(name, Scenario):
+        sc = on_hardware(name, hardware)
+    else:
+        sc = scenario(name, requests, duration_s, intensity, window, seed, hardware)
+    sc = at_least(sc)
     info, _ = plan(sc, seed)  # the clock, before simulating
     if window is not None and window[1] * NS > info.span_ns:
         msg = (

@@ -102,10 +102,14 @@ _DEFAULTS = EngineConfig()
 
 def on_hardware(sc: Scenario, profile: str) -> Scenario:
     """`sc` on `profile`'s engine: the fields the scenario set itself are kept, the rest
-    come from the profile; the arrival rate scales with the profile's capacity."""
+    come from the profile; the arrival rate scales with the profile's capacity. A scenario
+    already on `profile` is returned as it is (its rate scaled once)."""
     p = PROFILES[profile]
-    if p.name == DEFAULT:
+    if p.name == sc.hardware:
         return sc
+    if sc.hardware != DEFAULT:
+        msg = f"scenario {sc.name!r} is already on {sc.hardware!r}, not the default engine"
+        raise ValueError(msg)
     own = {
         f.name: getattr(sc.engine, f.name)
         for f in fields(EngineConfig)

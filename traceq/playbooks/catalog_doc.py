@@ -21,7 +21,7 @@ def render() -> str:
         what = " ".join(pb.doc.get("what", "").split())
         causes = "; ".join(f"`{c.id}`" for c in pb.causes)
         params = ", ".join(f"`{p.name}`={p.default} {p.unit}" for p in pb.params.values())
-        explains = ", ".join(f"`{e.playbook}`" for e in pb.explains)
+        explains = ", ".join(f"`{p}`" for p in dict.fromkeys(e.playbook for e in pb.explains))
         out.append(f"| `{pb.id}` | {pb.severity} | {what} | {causes} | {explains} | {params} |")
     return "\n".join([*out, "", END])
 

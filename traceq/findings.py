@@ -81,6 +81,10 @@ class Finding:
     """For a playbook with GPU-spec parameters: the GPU and figures it used, and whether
     they were measured (the data names the GPU), given (`--param`) or assumed
     (traceq/playbooks/gpu.py)."""
+    prediction: str = ""
+    """What the setting change the playbook cites would do on this run, predicted by
+    `traceq whatif` on the run's calibrated engine model (traceq/whatif/cite.py); empty when
+    the playbook cites none, the finding holds no incident, or the run cannot be calibrated."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -49,6 +49,7 @@ SCHEMA: dict[str, Any] = {
     "evidence": [_QUERY],
     "examples": {"sql": None},
     "explains": [_EDGE],
+    "prediction": {"set": {"*": None}, "says": None, "when": None},
     "fixes": None,
     "next_checks": None,
     "false_positives": None,

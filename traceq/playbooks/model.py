@@ -130,6 +130,18 @@ class Edge:
 
 
 @dataclass(frozen=True)
+class Prediction:
+    """`prediction:` in a playbook: the setting change its finding cites a prediction of
+    (`traceq whatif --set`, replayed on the run's own calibrated engine model), and the
+    sentence that says it (`says`, filled with the replay's figures:
+    traceq/whatif/cite.py); with `when`, only when that cause of the finding is confirmed."""
+
+    settings: dict[str, str]
+    says: str
+    when: str = ""
+
+
+@dataclass(frozen=True)
 class Playbook:
     id: str
     title: str
@@ -149,6 +161,7 @@ class Playbook:
     references: tuple[str, ...]
     tags: tuple[str, ...] = ()
     explains: tuple[Edge, ...] = ()
+    prediction: Prediction | None = None
     source: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
@@ -210,6 +223,7 @@ class Playbook:
             references=v.strings(d, "references", required=True),
             tags=v.strings(d, "tags"),
             explains=v.edges(d.get("explains")),
+            prediction=v.prediction(d.get("prediction")),
             source=source,
             raw=d,
         )
@@ -218,6 +232,9 @@ class Playbook:
             for name in PARAM_REF.findall(sql):
                 if name not in known:
                     v.add(where, f"${name} is not a declared parameter")
+        when = pb.prediction.when if pb.prediction else ""
+        if when and when not in {c.id for c in pb.causes}:
+            v.add("prediction.when", f"{when!r} is not one of this playbook's causes")
         return (None if v.issues else pb), v.issues
 
 
@@ -390,6 +407,24 @@ class _Validator:
             )
         return tuple(out)
 
+    def prediction(self, value: Any) -> Prediction | None:
+        """`prediction:` {set: {knob: value}, says, when}."""
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            self.add("prediction", "must be a mapping {set, says, when}")
+            return None
+        settings = value.get("set")
+        if not isinstance(settings, dict) or not settings:
+            self.add("prediction.set", "must map `traceq whatif --set` keys to values")
+            settings = {}
+        says = self.text(value, "says", "prediction.says") or ""
+        when = value.get("when") or ""
+        if not isinstance(when, str):
+            self.add("prediction.when", "must be a cause id")
+            when = ""
+        return Prediction({str(k): _setting(x) for k, x in settings.items()}, says, when)
+
     def edges(self, value: Any) -> tuple[Edge, ...]:
         """`explains:` entries: {playbook, mechanism, via | sql, confirm_at}."""
         if value is None:
@@ -425,3 +460,10 @@ class _Validator:
                 )
             )
         return tuple(out)
+
+
+def _setting(value: Any) -> str:
+    """A `prediction.set` value as `--set` spells it (YAML reads `on` as true)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)

@@ -87,7 +87,8 @@ def worst_tail(i: Incident) -> dict[str, Any] | None:
 
 def lines(i: Incident, root: Finding | None) -> list[tuple[str, str]]:
     """(label, text) of an incident as a person reads it: what, impact, cause (with the
-    confidence), also (two more confirmed causes), undecided, change, tail; a line without
+    confidence), also (two more confirmed causes), undecided, change, predict (what the
+    change would do, traceq/whatif/cite.py), tail; a line without
     text left out. `traceq diagnose`, the report and the app print these."""
     confirmed = [c for c in root.causes if c.status == "confirmed"] if root else []
     cause = "none of the checked causes was confirmed"
@@ -102,7 +103,8 @@ def lines(i: Incident, root: Finding | None) -> list[tuple[str, str]]:
         if c.status == "not_applicable"
     ]
     tail = worst_tail(i)
-    out += [("change", i.fix), ("tail", str(tail.get("line") or "") if tail else "")]
+    out += [("change", i.fix), ("predict", root.prediction if root else "")]
+    out += [("tail", str(tail.get("line") or "") if tail else "")]
     return [(label, text) for label, text in out if text]
 
 

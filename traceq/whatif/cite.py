@@ -1,0 +1,85 @@
+"""Predictions a playbook cites as its check: a playbook's `prediction:` names a setting change
+(`traceq whatif --set`) and a sentence; for each incident root or consequence of that
+playbook, the change is replayed on the run's own calibrated engine model and the sentence
+filled with what the replay predicts, beside the replay of the run as it was and the run's own
+figures (`Finding.prediction`).
+
+The figures a `says` template can use, per metric `ttft`, `tpot` and `tbt` and statistic
+`p50`, `p90`, `p99` and `max` (ms): `predicted_<m>_<s>` (with the change), `asis_<m>_<s>`
+(the replay of the run as it was) and `observed_<m>_<s>` (the run's own); and `setting`
+(`chunked_prefill=on`). A run that cannot be calibrated (no per-chunk timing, too short)
+gets no prediction, and a back-test outside its bound says so after the sentence.
+
+>>> from traceq.whatif.cite import figures
+>>> sorted(figures(None, None, None))[:2]
+['asis_tbt_max', 'asis_tbt_p50']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from traceq.findings import Diagnosis, Finding
+from traceq.playbooks.model import Playbook, Prediction
+from traceq.playbooks.words import MISSING, fmt
+from traceq.session import Session
+from traceq.whatif.limits import SettingError, parse_settings
+from traceq.whatif.model import Observed, Outcome, Quantiles
+from traceq.whatif.predict import WhatIfInputError, whatif
+
+METRICS = ("ttft", "tpot", "tbt")
+STATS = ("p50", "p90", "p99", "max")
+
+
+def cite(session: Session, diagnosis: Diagnosis, playbooks: Sequence[Playbook]) -> None:
+    """Fill `prediction` on every failing or warning finding whose playbook cites one (and
+    whose `when` cause, if any, is confirmed)."""
+    specs = {pb.id: pb.prediction for pb in playbooks if pb.prediction is not None}
+    for finding in diagnosis.findings:
+        spec = specs.get(finding.id)
+        if spec is not None and finding.status in ("fail", "warn") and _holds(spec, finding):
+            finding.prediction = predict(session, spec)
+
+
+def _holds(spec: Prediction, finding: Finding) -> bool:
+    return not spec.when or any(
+        c.id == spec.when and c.status == "confirmed" for c in finding.causes
+    )
+
+
+def predict(session: Session, spec: Prediction) -> str:
+    """`spec.says` filled with the replay of its setting change; empty when the run cannot be
+    calibrated or the setting is unknown to `traceq whatif`."""
+    pairs = [f"{k}={v}" for k, v in spec.settings.items()]
+    try:
+        result = whatif(session, settings=parse_settings(pairs))
+    except (WhatIfInputError, SettingError):
+        return ""
+    if not result.scenarios:
+        return ""
+    backtest = result.calibration.backtest
+    values = figures(result.scenarios[-1], backtest.predicted, backtest.observed)
+    values["setting"] = ", ".join(pairs)
+    text = fmt(spec.says, values)
+    if MISSING in text or not text:
+        return ""
+    if backtest.low_confidence:
+        text += (
+            f" (low confidence: the replay of the run as it was missed its own "
+            f"{', '.join(backtest.failing())} by more than {backtest.bound:.0%})"
+        )
+    return text
+
+
+def figures(
+    predicted: Outcome | None, asis: Outcome | None, observed: Observed | None
+) -> dict[str, Any]:
+    """`predicted_<m>_<s>`, `asis_<m>_<s>` and `observed_<m>_<s>` (ms; None where unknown)."""
+    out: dict[str, Any] = {}
+    for prefix, source in (("predicted", predicted), ("asis", asis), ("observed", observed)):
+        for m in METRICS:
+            q: Quantiles | None = source.metric(f"{m}_ms") if source is not None else None
+            for s in STATS:
+                out[f"{prefix}_{m}_{s}"] = q.get(s) if q is not None else None
+    return out

@@ -152,6 +152,25 @@ def test_waterfall_lays_phases_end_to_end(session, window):
     assert ends["decode"] == pytest.approx(req["e2e_ms"] - req["residual_ms"], rel=1e-6)
 
 
+def test_waterfall_draws_a_disaggregated_requests_hops_as_lanes(tmp_path):
+    from tests.test_otel_stitch import _build
+
+    ds, _, _ = _build(tmp_path, 0)
+    with Session(ds) as s:
+        req = queries.request(s, "cmpl-d-0")
+        hops = queries.request_hops(s, "cmpl-d-0")
+        chart = charts.waterfall(req, queries.request_tokens(s, "cmpl-d-0"), hops)
+        assert queries.request_hops(s, "no-such-request").is_empty()
+    lanes = chart.to_dict()["layer"][0]["encoding"]["y"]["scale"]["domain"]
+    for lane in ("gateway · frontend-0", "prefill · prefill-worker-0", "decode · decode-worker-0"):
+        assert lane in lanes
+    assert lanes.index("gateway · frontend-0") < lanes.index("queue") < lanes.index("tokens")
+    at = {r["lane"]: r for r in hops.iter_rows(named=True)}
+    # on the reference clock from the gateway's arrival: prefill ends before decode starts
+    assert at["gateway · frontend-0"]["start_ms"] == pytest.approx(0.0, abs=0.01)
+    assert at["prefill · prefill-worker-0"]["end_ms"] < at["decode · decode-worker-0"]["start_ms"]
+
+
 def test_evidence_chart_only_when_there_is_a_shape():
     assert charts.evidence(["a"], []) == []
     assert charts.evidence(["msg"], [{"msg": "x"}]) == []

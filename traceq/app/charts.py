@@ -24,6 +24,8 @@ BRUSH = "window"
 PHASES = ("tokenize", "queue", "prefill", "decode", "residual")
 PHASE_COLORS = ("#8c6bb1", "#f28e2b", "#e15759", "#4e79a7", "#bab0ac")
 """One colour per phase, the same in every chart (and the waterfall)."""
+HOP_COLOR = "#9c755f"
+"""The waterfall's hop lanes (one per hop and instance), apart from the phases' colours."""
 
 MARKER_COLORS = {
     "start-up": "#59a14f",
@@ -235,9 +237,13 @@ def _phase_color() -> alt.Color:
     )
 
 
-def waterfall(req: dict[str, Any], tokens: pl.DataFrame) -> alt.LayerChart:
-    """One request: its phases as consecutive bars from arrival (ms), its token chunks as
-    ticks on their own row, and the gaps that are stalls as red spans before their chunk."""
+def waterfall(
+    req: dict[str, Any], tokens: pl.DataFrame, hops: pl.DataFrame | None = None
+) -> alt.LayerChart:
+    """One request: its hops across processes (a routed or disaggregated request: gateway,
+    router, prefill, KV transfer, decode), one lane per hop and instance, on top; its phases
+    as consecutive bars from arrival (ms); its token chunks as ticks on their own row, and
+    the gaps that are stalls as red spans before their chunk."""
     start = 0.0
     rows = []
     for phase in ("tokenize", "queue", "prefill", "decode"):
@@ -257,7 +263,9 @@ def waterfall(req: dict[str, Any], tokens: pl.DataFrame) -> alt.LayerChart:
             "ms": pl.Float64,
         },
     )
-    lanes = [*[r["lane"] for r in rows], "tokens"]
+    hops = hops if hops is not None else pl.DataFrame()
+    hop_lanes = list(dict.fromkeys(hops["lane"].to_list())) if hops.height else []
+    lanes = [*hop_lanes, *[r["lane"] for r in rows], "tokens"]
     y = alt.Y("lane:N", title=None, sort=lanes, scale=alt.Scale(domain=lanes, paddingInner=0.3))
     x_title = "ms since arrival"
     phase_bars = (
@@ -302,7 +310,27 @@ def waterfall(req: dict[str, Any], tokens: pl.DataFrame) -> alt.LayerChart:
             tooltip=[alt.Tooltip("tbt_ms:Q", title="stall (ms)", format=",.1f"), "idx:Q"],
         )
     )
-    return alt.layer(phase_bars, stalls, ticks).properties(
+    layers = [phase_bars, stalls, ticks]
+    if hop_lanes:
+        drawn = hops.select("lane", "hop", "instance", "name", "start_ms", "end_ms", "dur_ms")
+        hop_bars = (
+            alt.Chart(drawn)
+            .mark_bar(color=HOP_COLOR)
+            .encode(
+                x=alt.X("start_ms:Q", title=x_title),
+                x2="end_ms:Q",
+                y=y,
+                tooltip=[
+                    "hop:N",
+                    "instance:N",
+                    "name:N",
+                    alt.Tooltip("dur_ms:Q", format=",.2f"),
+                    alt.Tooltip("start_ms:Q", format=",.2f"),
+                ],
+            )
+        )
+        layers.insert(0, hop_bars)
+    return alt.layer(*layers).properties(
         width=WIDTH,
         height=70 * len(lanes),
         title=f"Request {req['request_id']}",

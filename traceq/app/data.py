@@ -109,6 +109,11 @@ def request(dataset: str, request_id: str) -> dict[str, Any] | None:
 
 
 @st.cache_data(**CACHE)
+def request_hops(dataset: str, request_id: str) -> pl.DataFrame:
+    return queries.request_hops(session(dataset), request_id)
+
+
+@st.cache_data(**CACHE)
 def request_tokens(dataset: str, request_id: str) -> pl.DataFrame:
     return queries.request_tokens(session(dataset), request_id)
 

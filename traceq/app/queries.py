@@ -223,6 +223,12 @@ def request(session: Session, request_id: str) -> dict[str, object] | None:
     return frame.row(0, named=True) if frame.height else None
 
 
+def request_hops(session: Session, request_id: str) -> pl.DataFrame:
+    """One routed or disaggregated request's hops (request_hops) in ms since its arrival, a
+    lane each (`hop · instance`); empty for a request one engine served alone."""
+    return session.query(load("app_request_hops"), {"request_id": request_id})
+
+
 def request_tokens(
     session: Session,
     request_id: str,

@@ -61,7 +61,8 @@ cols[5].metric(
     help=f"Gaps longer than max({queries.STALL_FACTOR:g} × the request's median gap, "
     f"{queries.STALL_FLOOR_MS:g} ms).",
 )
-st.altair_chart(charts.waterfall(req, tokens), width="stretch")
+hops = data.request_hops(ctx.dataset, picked)
+st.altair_chart(charts.waterfall(req, tokens, hops), width="stretch")
 notes = []
 if tokens.is_empty():
     notes.append("no token timings for this request (no streamed chunks in its sources)")

@@ -178,6 +178,34 @@ def test_routing_lists_each_decision_with_its_worker_and_outcome(in_sync):
     assert set(outcomes.values()) == {"served", "lost"}
 
 
+def test_a_dataset_written_before_the_stitched_columns_still_reads(in_sync, tmp_path):
+    """Files an older traceq wrote lack `requests`' stitched columns and `request_hops`'
+    routing columns: they read as nulls, and every view over them still answers."""
+    import shutil
+
+    from traceq.schema_hops import STITCHED
+
+    ds = tmp_path / "old.tq"
+    shutil.copytree(in_sync[0], ds)
+    stitched_columns = {c.name for c in STITCHED}
+    newer = {
+        "requests": stitched_columns,
+        "request_pick": stitched_columns,  # the pick keeps each request row as written
+        "request_hops": {"worker", "overlap_blocks"},
+    }
+    for path in ds.rglob("*.parquet"):
+        table = path.relative_to(ds).parts[0]
+        if table in newer:
+            frame = pl.read_parquet(path)
+            frame.drop([c for c in frame.columns if c in newer[table]]).write_parquet(path)
+    con = traceq.open(ds)
+    stitched = "SELECT count(*) FROM request_phases WHERE route_ms IS NOT NULL"
+    assert con.sql(stitched).fetchall() == [(0,)]
+    routing = con.sql("SELECT worker, overlap_blocks, outcome FROM routing").pl()
+    assert routing.height > 0 and routing["worker"].null_count() == routing.height
+    assert con.sql("SELECT count(*) FROM lost_requests").fetchall()[0][0] > 0
+
+
 def test_error_rate_counts_the_requests_no_engine_served(in_sync):
     ds, served, lost = in_sync
     error_rate = next(f for f in run(ds).findings if f.id == "error-rate")

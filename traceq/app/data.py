@@ -25,6 +25,7 @@ from traceq.findings import Diagnosis, Finding, severity_rank
 from traceq.report import incidents
 from traceq.report.incidents import View
 from traceq.session import QueryError, Session
+from traceq.whatif.cite import cite
 from traceq.whatif.limits import SettingError, SettingValue
 from traceq.whatif.predict import MEMORY_LIMIT, Calibrated, WhatIfInputError, calibrate, observe
 
@@ -189,9 +190,11 @@ def findings_for(dataset: str, findings_file: str | None = None) -> Findings:
     # files in the session's temp directory) on the connection it is given, and the pages'
     # shared session is never mutated.
     with Session(dataset) as own:
-        result = engine.diagnose(own, engine.load_catalog().playbooks)
-    if isinstance(result, dict):
-        result = Diagnosis.from_dict(result)
+        playbooks = engine.load_catalog().playbooks
+        result = engine.diagnose(own, playbooks)
+        if isinstance(result, dict):
+            result = Diagnosis.from_dict(result)
+        cite(own, result, playbooks)  # the predictions playbooks cite (traceq/whatif/cite.py)
     return Findings(result)
 
 

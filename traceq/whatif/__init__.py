@@ -9,7 +9,7 @@ Modules: `limits.py` (limits, their sources, `--set`), `startup.py` (what the st
 print), `calibrate.py` (step-time and front fits), `workload.py` (the requests to replay),
 `replay.py` (one scenario through the engine), `search.py` (max sustainable rate, the
 replicas for a target rate), `model.py` (results as data, the JSON), `predict.py`
-(`whatif()` and its steps), `render.py` (text).
+(`whatif()` and its steps), `render.py` (text), `cite.py` (the predictions playbooks cite).
 
 >>> from traceq.session import Session
 >>> from traceq.whatif import whatif

@@ -7,8 +7,9 @@ figures (`Finding.prediction`).
 The figures a `says` template can use, per metric `ttft`, `tpot` and `tbt` and statistic
 `p50`, `p90`, `p99` and `max` (ms): `predicted_<m>_<s>` (with the change), `asis_<m>_<s>`
 (the replay of the run as it was) and `observed_<m>_<s>` (the run's own); and `setting`
-(`chunked_prefill=on`). A run that cannot be calibrated (no per-chunk timing, too short)
-gets no prediction, and a back-test outside its bound says so after the sentence.
+(`chunked_prefill=on`). A run that cannot be calibrated (no per-chunk timing, too short), or
+whose replay as it was misses its own figures by more than the back-test's bound, gets no
+prediction: a number the model could not reproduce on the run itself is not cited.
 
 >>> from traceq.whatif.cite import figures
 >>> sorted(figures(None, None, None))[:2]
@@ -59,17 +60,12 @@ def predict(session: Session, spec: Prediction) -> str:
     if not result.scenarios:
         return ""
     backtest = result.calibration.backtest
+    if backtest.low_confidence:
+        return ""
     values = figures(result.scenarios[-1], backtest.predicted, backtest.observed)
     values["setting"] = ", ".join(pairs)
     text = fmt(spec.says, values)
-    if MISSING in text or not text:
-        return ""
-    if backtest.low_confidence:
-        text += (
-            f" (low confidence: the replay of the run as it was missed its own "
-            f"{', '.join(backtest.failing())} by more than {backtest.bound:.0%})"
-        )
-    return text
+    return "" if MISSING in text else text
 
 
 def figures(

@@ -45,9 +45,24 @@ def test_the_prediction_is_in_the_json_finding(interference):
     assert not any(f["prediction"] for f in others)
 
 
-def test_no_prediction_where_the_cause_is_not_the_setting(tmp_path):
-    # queue-overload: no prefill-interference incident, so nothing is replayed or cited
+def test_a_burst_of_arrivals_cites_what_twice_the_replicas_would_do(tmp_path):
     ds = ingest_folder(SAMPLES / "queue-overload", tmp_path / "q.tq")
+    r = invoke("diagnose", str(ds), "--format", "json")
+    by_id = {f["id"]: f for f in json.loads(r.output)["findings"]}
+    found = re.match(
+        r"with replicas=2 \(twice the run's\), traceq whatif predicts p99 TTFT at ([\d.]+) s "
+        r"\(the run as it was replays at ([\d.]+) s; observed ([\d.]+) s\)",
+        by_id["ttft-queueing"]["prediction"],
+    )
+    assert found, by_id["ttft-queueing"]["prediction"]
+    predicted, asis, observed = (float(x) for x in found.groups())
+    assert abs(asis - observed) <= 0.2 * observed and predicted * 2 <= asis
+    assert not any(f["prediction"] for pid, f in by_id.items() if pid != "ttft-queueing")
+
+
+def test_no_prediction_where_the_cause_is_not_the_setting(tmp_path):
+    # kv-pressure: ttft-queueing is its consequence, queued behind a full cache, not a burst
+    ds = ingest_folder(SAMPLES / "kv-pressure", tmp_path / "kv.tq")
     r = invoke("diagnose", str(ds), "--format", "json")
     assert not any(f["prediction"] for f in json.loads(r.output)["findings"])
 

@@ -1,13 +1,14 @@
 """Predictions a playbook cites as its check: a playbook's `prediction:` names a setting change
-(`traceq whatif --set`) and a sentence; for each incident root or consequence of that
-playbook, the change is replayed on the run's own calibrated engine model and the sentence
-filled with what the replay predicts, beside the replay of the run as it was and the run's own
-figures (`Finding.prediction`).
+(`traceq whatif --set`) and a sentence; for each incident root of that playbook (a
+consequence's change is its root's), the change is replayed on the run's own calibrated
+engine model and the sentence filled with what the replay predicts, beside the replay of the
+run as it was and the run's own figures (`Finding.prediction`).
 
 The figures a `says` template can use, per metric `ttft`, `tpot` and `tbt` and statistic
 `p50`, `p90`, `p99` and `max` (ms): `predicted_<m>_<s>` (with the change), `asis_<m>_<s>`
 (the replay of the run as it was) and `observed_<m>_<s>` (the run's own); and `setting`
-(`chunked_prefill=on`). A run that cannot be calibrated (no per-chunk timing, too short), or
+(`replicas=2`). A value `×F` is F times the run's own limit (`replicas: ×2` on a run of one
+replica replays two). A run that cannot be calibrated (no per-chunk timing, too short), or
 whose replay as it was misses its own figures by more than the back-test's bound, gets no
 prediction: a number the model could not reproduce on the run itself is not cited.
 
@@ -18,6 +19,7 @@ prediction: a number the model could not reproduce on the run itself is not cite
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,19 +29,21 @@ from traceq.playbooks.words import MISSING, fmt
 from traceq.session import Session
 from traceq.whatif.limits import SettingError, parse_settings
 from traceq.whatif.model import Observed, Outcome, Quantiles
-from traceq.whatif.predict import WhatIfInputError, whatif
+from traceq.whatif.predict import WhatIfInputError, calibrate, whatif
 
 METRICS = ("ttft", "tpot", "tbt")
 STATS = ("p50", "p90", "p99", "max")
+RELATIVE = re.compile(r"^[x×](\d+(?:\.\d+)?)$")
+"""A `prediction.set` value relative to the run's own limit: `×2`, `x1.5`."""
 
 
 def cite(session: Session, diagnosis: Diagnosis, playbooks: Sequence[Playbook]) -> None:
-    """Fill `prediction` on every failing or warning finding whose playbook cites one (and
-    whose `when` cause, if any, is confirmed)."""
+    """Fill `prediction` on every failing finding (an incident's root) whose playbook cites
+    one and whose `when` cause, if any, is confirmed."""
     specs = {pb.id: pb.prediction for pb in playbooks if pb.prediction is not None}
     for finding in diagnosis.findings:
         spec = specs.get(finding.id)
-        if spec is not None and finding.status in ("fail", "warn") and _holds(spec, finding):
+        if spec is not None and finding.status == "fail" and _holds(spec, finding):
             finding.prediction = predict(session, spec)
 
 
@@ -52,8 +56,10 @@ def _holds(spec: Prediction, finding: Finding) -> bool:
 def predict(session: Session, spec: Prediction) -> str:
     """`spec.says` filled with the replay of its setting change; empty when the run cannot be
     calibrated or the setting is unknown to `traceq whatif`."""
-    pairs = [f"{k}={v}" for k, v in spec.settings.items()]
     try:
+        pairs = _pairs(session, spec.settings)
+        if not pairs:
+            return ""
         result = whatif(session, settings=parse_settings(pairs))
     except (WhatIfInputError, SettingError):
         return ""
@@ -66,6 +72,22 @@ def predict(session: Session, spec: Prediction) -> str:
     values["setting"] = ", ".join(pairs)
     text = fmt(spec.says, values)
     return "" if MISSING in text else text
+
+
+def _pairs(session: Session, settings: dict[str, str]) -> list[str]:
+    """`--set` pairs of `settings`, each `×F` resolved against the run's calibrated limits;
+    empty when such a limit is not a number."""
+    relative = {k: float(m[1]) for k, v in settings.items() if (m := RELATIVE.match(v))}
+    limits = calibrate(session).limits if relative else None
+    out = []
+    for key, value in settings.items():
+        if key in relative and limits is not None:
+            base = limits.items[key].value if key in limits.items else None
+            if isinstance(base, bool) or not isinstance(base, int | float):
+                return []
+            value = str(max(1, round(base * relative[key])))
+        out.append(f"{key}={value}")
+    return out
 
 
 def figures(

@@ -25,7 +25,6 @@ written other than `{"key": …, "value": {"intValue": "…"}}`.
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
 import numpy as np
@@ -114,7 +113,7 @@ def parse(block: bytes, lines: int) -> pa.Table | None:
         return None
     options = pj.ReadOptions(block_size=PARSE_BLOCK_BYTES)
     try:
-        table = pj.read_json(io.BytesIO(block), read_options=options, parse_options=_PARSE)
+        table = pj.read_json(pa.BufferReader(block), read_options=options, parse_options=_PARSE)
         table.validate(full=True)  # pyarrow keeps invalid UTF-8 as it is: polars' path knows it
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None

@@ -8,9 +8,11 @@ The figures a `says` template can use, per metric `ttft`, `tpot` and `tbt` and s
 `p50`, `p90`, `p99` and `max` (ms): `predicted_<m>_<s>` (with the change), `asis_<m>_<s>`
 (the replay of the run as it was) and `observed_<m>_<s>` (the run's own); and `setting`
 (`replicas=2`). A value `×F` is F times the run's own limit (`replicas: ×2` on a run of one
-replica replays two). A run that cannot be calibrated (no per-chunk timing, too short), or
-whose replay as it was misses its own figures by more than the back-test's bound, gets no
-prediction: a number the model could not reproduce on the run itself is not cited.
+replica replays two). The run is calibrated and back-tested once, whatever the number of roots
+that cite a change, with `traceq whatif`'s steps (traceq/whatif/predict.py). A run that cannot
+be calibrated (no per-chunk timing, too short), or whose replay as it was misses its own
+figures by more than the back-test's bound, gets no prediction: a number the model could not
+reproduce on the run itself is not cited.
 
 >>> from traceq.whatif.cite import figures
 >>> sorted(figures(None, None, None))[:2]
@@ -26,10 +28,12 @@ from typing import Any
 from traceq.findings import Diagnosis, Finding
 from traceq.playbooks.model import Playbook, Prediction
 from traceq.playbooks.words import MISSING, fmt
+from traceq.report.measure import DEFAULT_GPU_HOUR_USD, DEFAULT_SLO
 from traceq.session import Session
-from traceq.whatif.limits import SettingError, parse_settings
-from traceq.whatif.model import Observed, Outcome, Quantiles
-from traceq.whatif.predict import WhatIfInputError, calibrate, whatif
+from traceq.whatif.limits import Limits, SettingError, parse_settings
+from traceq.whatif.model import BackTest, Observed, Outcome, Quantiles
+from traceq.whatif.predict import Calibrated, WhatIfInputError, backtest, calibrate, observe
+from traceq.whatif.replay import replay
 
 METRICS = ("ttft", "tpot", "tbt")
 STATS = ("p50", "p90", "p99", "max")
@@ -41,10 +45,24 @@ def cite(session: Session, diagnosis: Diagnosis, playbooks: Sequence[Playbook]) 
     """Fill `prediction` on every failing finding (an incident's root) whose playbook cites
     one and whose `when` cause, if any, is confirmed."""
     specs = {pb.id: pb.prediction for pb in playbooks if pb.prediction is not None}
-    for finding in diagnosis.findings:
-        spec = specs.get(finding.id)
-        if spec is not None and finding.status == "fail" and _holds(spec, finding):
-            finding.prediction = predict(session, spec)
+    wanted = [
+        (finding, spec)
+        for finding in diagnosis.findings
+        if (spec := specs.get(finding.id)) is not None
+        and finding.status == "fail"
+        and _holds(spec, finding)
+    ]
+    if not wanted:
+        return
+    try:
+        cal = calibrate(session)
+    except (WhatIfInputError, SettingError):
+        return
+    bt = backtest(cal, observe(session, DEFAULT_SLO), DEFAULT_SLO, DEFAULT_GPU_HOUR_USD)
+    if bt.low_confidence:
+        return
+    for finding, spec in wanted:
+        finding.prediction = predict(cal, bt, spec)
 
 
 def _holds(spec: Prediction, finding: Finding) -> bool:
@@ -53,39 +71,34 @@ def _holds(spec: Prediction, finding: Finding) -> bool:
     )
 
 
-def predict(session: Session, spec: Prediction) -> str:
-    """`spec.says` filled with the replay of its setting change; empty when the run cannot be
-    calibrated or the setting is unknown to `traceq whatif`."""
+def predict(cal: Calibrated, bt: BackTest, spec: Prediction) -> str:
+    """`spec.says` filled with the replay of its setting change at the observed rate; empty
+    when the setting is unknown to `traceq whatif` or a relative one has no numeric limit."""
+    pairs = _pairs(cal.limits, spec.settings)
     try:
-        pairs = _pairs(session, spec.settings)
-        if not pairs:
-            return ""
-        result = whatif(session, settings=parse_settings(pairs))
-    except (WhatIfInputError, SettingError):
+        changed = cal.limits.with_settings(parse_settings(pairs)) if pairs else None
+    except SettingError:
         return ""
-    if not result.scenarios:
+    if changed is None:
         return ""
-    backtest = result.calibration.backtest
-    if backtest.low_confidence:
-        return ""
-    values = figures(result.scenarios[-1], backtest.predicted, backtest.observed)
+    rate = cal.model.workload.rate_rps
+    outcome = replay(cal.model, changed, rate, 0, DEFAULT_SLO, DEFAULT_GPU_HOUR_USD, "cited")
+    values = figures(outcome, bt.predicted, bt.observed)
     values["setting"] = ", ".join(pairs)
     text = fmt(spec.says, values)
     return "" if MISSING in text else text
 
 
-def _pairs(session: Session, settings: dict[str, str]) -> list[str]:
-    """`--set` pairs of `settings`, each `×F` resolved against the run's calibrated limits;
-    empty when such a limit is not a number."""
-    relative = {k: float(m[1]) for k, v in settings.items() if (m := RELATIVE.match(v))}
-    limits = calibrate(session).limits if relative else None
+def _pairs(limits: Limits, settings: dict[str, str]) -> list[str]:
+    """`--set` pairs of `settings`, each `×F` resolved against the run's own limits; empty
+    when such a limit is not a number."""
     out = []
     for key, value in settings.items():
-        if key in relative and limits is not None:
+        if m := RELATIVE.match(value):
             base = limits.items[key].value if key in limits.items else None
             if isinstance(base, bool) or not isinstance(base, int | float):
                 return []
-            value = str(max(1, round(base * relative[key])))
+            value = str(max(1, round(base * float(m[1]))))
         out.append(f"{key}={value}")
     return out
 

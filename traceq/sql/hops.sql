@@ -138,3 +138,16 @@ SELECT
     END AS outcome
 FROM decisions AS d
 LEFT JOIN request_phases AS p ON p.request_id = d.request_id AND p.view = 'server';
+
+-- Internal (not a public view): each served request with the worker whose queue it waited in
+-- (the prefill worker of a disaggregated request, else its instance), for requests whose
+-- dataset names one; routing-skew compares the workers.
+CREATE OR REPLACE VIEW _request_worker AS
+SELECT p.*, coalesce(p.prefill_instance, p.instance) AS worker
+FROM request_phases AS p
+WHERE coalesce(p.prefill_instance, p.instance) <> '';
+
+-- Internal (not a public view): the workers with a queued request, one row; a fleet of fewer
+-- than two has nothing to route.
+CREATE OR REPLACE VIEW _fleet AS
+SELECT count(DISTINCT worker) AS workers FROM _request_worker WHERE queue_ms IS NOT NULL;

@@ -139,6 +139,14 @@ SELECT
 FROM decisions AS d
 LEFT JOIN request_phases AS p ON p.request_id = d.request_id AND p.view = 'server';
 
+-- Internal (not a public view): every request any layer saw, served or not, at its arrival,
+-- with its error (a lost request's error, or what became of it) and finish reason; what
+-- error-rate counts.
+CREATE OR REPLACE VIEW _request_outcomes AS
+SELECT t_arrival AS ts, error, finish_reason FROM request_phases
+UNION ALL
+SELECT ts, error, NULL FROM _unserved_failures;
+
 -- Internal (not a public view): each served request with the worker whose queue it waited in
 -- (the prefill worker of a disaggregated request, else its instance), for requests whose
 -- dataset names one; routing-skew compares the workers.

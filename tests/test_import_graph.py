@@ -1,4 +1,4 @@
-"""No import circle among the modules of traceq/ outside traceq/playbooks/.
+"""No import circle among the modules of traceq/, the playbook engine's included.
 
 Every module is parsed with `ast` (nothing is imported) and each import statement in it is an
 edge to the traceq module it names: `from traceq.x import y` names `traceq.x.y` when that is a
@@ -14,9 +14,8 @@ Every import counts, wherever it stands:
 Importing `traceq.a.b` also runs `traceq/a/__init__.py`; that parent package is not an edge
 here, else every package that re-exports its submodules would be a circle with each of them.
 
-A circle whose modules all lie in traceq/playbooks/ is that package's own affair; any other
-fails the test, which prints it as `a (line N) → b (line M) → a`, each line the import that
-leads on.
+A circle fails the test, which prints it as `a (line N) → b (line M) → a`, each line the
+import that leads on.
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ from pathlib import Path
 import traceq
 
 ROOT = Path(traceq.__file__).resolve().parent
-EXEMPT = "traceq.playbooks"
 
 Graph = dict[str, dict[str, int]]
 """module → {module it imports: line of the first such import}."""
@@ -71,12 +69,10 @@ def import_graph(root: Path) -> Graph:
     return graph
 
 
-def cycles(graph: Graph, exempt: str | None = None) -> list[list[str]]:
-    """The shortest circle through each module not under `exempt`, each circle once."""
+def cycles(graph: Graph) -> list[list[str]]:
+    """The shortest circle through each module, each circle once."""
     found: dict[frozenset[str], list[str]] = {}
     for start in sorted(graph):
-        if exempt and (start == exempt or start.startswith(f"{exempt}.")):
-            continue
         came_from: dict[str, str] = {}
         queue = deque([start])
         while queue:
@@ -100,9 +96,9 @@ def describe(graph: Graph, circle: list[str]) -> str:
     return " → ".join([*steps, circle[-1]])
 
 
-def test_no_import_circle_outside_the_playbooks() -> None:
+def test_no_import_circle() -> None:
     graph = import_graph(ROOT)
-    found = [describe(graph, c) for c in cycles(graph, exempt=EXEMPT)]
+    found = [describe(graph, c) for c in cycles(graph)]
     assert not found, "import circles in traceq/:\n" + "\n".join(found)
 
 
@@ -141,4 +137,3 @@ def test_a_late_import_circle_fails(tmp_path: Path) -> None:
         "pkg.a (line 1) → pkg.sub.b (line 2) → pkg.a",
         "pkg.c (line 4) → pkg.d (line 1) → pkg.c",
     ]
-    assert cycles(graph, exempt="pkg") == []

@@ -450,3 +450,55 @@ def llmd_lost(c: Cluster, xid: str, t0: int) -> str:
         attrs={"gen_ai.request.id": xid},
     )
     return xid
+
+
+def llmd_prefill_failed(c: Cluster, xid: str, t0: int) -> dict:
+    """The EPP picked both pods, the sidecar called the prefill vLLM, which rejected the
+    request: no decode call, no decode engine."""
+
+    def at(us: int) -> int:
+        return t0 + us * US
+
+    gw = c.span("epp-0", "gateway.request", at(0), at(3_000), kind=SpanKind.SERVER)
+    orch = c.span(
+        "epp-0", "gateway.request_orchestration", at(100), at(500), gw, kind=SpanKind.SERVER
+    )
+    c.span(
+        "epp-0",
+        "llm_d.epp.disagg.profile_handler.pick",
+        at(150),
+        at(300),
+        orch,
+        attrs={"gen_ai.request.id": xid, "llm_d.profile_handler.decision": "prefill_decode"},
+    )
+    proxy = c.span(
+        "decode-0-sidecar",
+        "llm_d.pd_proxy.request",
+        at(700),
+        at(2_800),
+        orch,
+        kind=SpanKind.SERVER,
+        attrs={"llm_d.pd_proxy.connector": "nixlv2"},
+    )
+    c.span(
+        "decode-0-sidecar",
+        "llm_d.pd_proxy.prefill",
+        at(800),
+        at(2_700),
+        proxy,
+        attrs={"prefill_target": "10.0.0.7:8000", "prefill.status_code": 400},
+        error="400 Bad Request",
+    )
+    rid = f"chatcmpl-{xid}"
+    _vllm(
+        c,
+        "prefill-0",
+        orch,
+        at(900),
+        at(2_500),
+        rid,
+        max_tokens=1,
+        queue=(at(950), at(950)),
+        error="BadRequestError",
+    )
+    return {"request_id": rid, "prefill_instance": "prefill-0", "error": "BadRequestError"}

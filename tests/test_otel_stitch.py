@@ -305,3 +305,24 @@ def test_single_engine_traces_are_untouched(tmp_path):
     assert row["ttft_ms"] == pytest.approx(30.0)
     assert con.sql("SELECT count(*) FROM request_hops").fetchall() == [(0,)]
     assert con.sql("SELECT count(*) FROM clock_offsets").fetchall() == [(0,)]
+
+
+def test_a_prefill_the_sidecar_called_alone_is_the_prefill(tmp_path):
+    """llm-d's sidecar calls the decode engine only once the prefill answered: a trace whose
+    prefill failed holds the sidecar's prefill call and one engine, which is that prefill (by
+    the sidecar's span, as no engine asked for more than one token), and the request is read
+    from the gateway's arrival."""
+    from tests.disagg_factory import llmd_prefill_failed
+
+    c = Cluster(LLMD)
+    want = llmd_prefill_failed(c, "x-bad", T0)
+    path = write_otlp_json(c.finished(), tmp_path / "bad.otlp.jsonl")
+    ingest([path], tmp_path / "bad.tq")
+    row = _phases(tmp_path / "bad.tq").row(0, named=True)
+    assert row["request_id"] == want["request_id"]
+    assert row["role_signal"] == "sidecar"
+    assert row["prefill_instance"] == want["prefill_instance"]
+    assert row["decode_instance"] is None
+    assert row["error"] == want["error"]
+    assert row["t_arrival"] == T0  # the gateway's arrival, not the engine's
+    assert row["e2e_ms"] == pytest.approx(3.0, abs=TOLERANCE_MS)

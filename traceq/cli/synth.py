@@ -44,7 +44,8 @@ def synth_cmd(
 ) -> None:
     """Simulate SCENARIO and write its traces, log, GPU samples and labels.json to -o.
 
-    `traceq synth list` shows the scenarios. The same seed writes identical bytes.
+    `traceq synth list` shows the scenarios. The same seed writes identical bytes. With
+    `--convention dynamo` or `llmd`, a disaggregated deployment's traces and labels.json.
     """
     from traceq.synth import CONVENTIONS, SCENARIOS, generate
     from traceq.synth.hardware import PROFILES
@@ -96,3 +97,11 @@ def synth_cmd(
         f"{scenario}{level}: {t['requests']:,} requests, {t['output_tokens']:,} output tokens, "
         f"{t['preemptions']:,} preemptions → {out_dir}"
     )
+    if "disagg" in labels:
+        d = labels["disagg"]
+        click.echo(
+            f"{convention}: {d['gateway']}, {len(d['prefill_pool'])} prefill and "
+            f"{len(d['decode_pool'])} decode workers; {d['served']:,} requests served, "
+            f"{d['lost']:,} failed at the gateway; clock of {', '.join(d['skew']['instances'])} "
+            f"+{d['skew']['offset_ms']:.3f} ms (labels.json: disagg)"
+        )

@@ -112,7 +112,9 @@ GROUP BY trace_id;
 -- Prefill or decode, by the first signal present (docs/INGEST.md): Dynamo's disagg_role; one
 -- engine asking for a single token (max_tokens = 1, as llm-d's sidecar and Dynamo's prefill
 -- handler send) beside one asking for more; the llm-d sidecar's prefill / decode call spans
--- (the engine whose start lies nearest each call's start). Else one engine served it alone.
+-- (the engine whose start lies nearest each call's start; where the sidecar called only the
+-- prefill, as when the prefill failed, its engines are the prefill). Else one engine served
+-- it alone.
 CREATE OR REPLACE TEMP TABLE _roles AS
 WITH n AS (
     SELECT
@@ -130,14 +132,15 @@ signal AS (
         CASE
             WHEN e.role_attr IN ('prefill', 'decode', 'agg') THEN 'disagg_role'
             WHEN n.singles BETWEEN 1 AND n.engines - 1 THEN 'max_tokens'
-            WHEN f.pp_count > 0 AND f.pd_count > 0 THEN 'sidecar'
+            WHEN f.pp_count > 0 THEN 'sidecar'
         END AS signal,
         CASE
             WHEN e.role_attr IN ('prefill', 'decode', 'agg') THEN e.role_attr
             WHEN n.singles BETWEEN 1 AND n.engines - 1
                 THEN CASE WHEN e.a_max_tokens = '1' THEN 'prefill' ELSE 'decode' END
-            WHEN f.pp_count > 0 AND f.pd_count > 0
+            WHEN f.pp_count > 0
                 THEN CASE
+                    WHEN f.pd_count = 0 THEN 'prefill'
                     WHEN abs(e.t_start - f.pp_start) < abs(e.t_start - f.pd_start) THEN 'prefill'
                     ELSE 'decode'
                 END

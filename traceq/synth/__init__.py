@@ -18,7 +18,7 @@ import orjson
 
 from traceq.synth.config import Scenario
 from traceq.synth.engine import NS, Request, StepInfo, window_ns
-from traceq.synth.faults import ClientView, injected, summary
+from traceq.synth.faults import ClientView, fault_entry, injected, summary
 from traceq.synth.hardware import DEFAULT as DEFAULT_HARDWARE
 from traceq.synth.hardware import PROFILES, on_hardware
 from traceq.synth.scenarios import SAMPLE_SCENARIOS, SCENARIOS
@@ -33,7 +33,8 @@ from traceq.synth.variants import (
     with_intensity,
     with_window,
 )
-from traceq.synth.write_conventions import CONVENTIONS
+from traceq.synth.write_conventions import CONVENTIONS, DISAGG_CONVENTIONS
+from traceq.synth.write_disagg import LOST_ERROR, LOST_EVERY, DisaggWriter
 from traceq.synth.write_gpu import GpuWriter
 from traceq.synth.write_otlp import OtlpWriter
 from traceq.synth.write_vllm_log import VllmLogWriter
@@ -139,7 +140,9 @@ def generate(
     """Simulate a scenario and write its files into `out_dir`; returns the labels dict.
 
     `convention` picks the OpenTelemetry producer convention of traces.otlp.jsonl
-    (`CONVENTIONS` in traceq/synth/write_conventions.py). `intensity`: mild / medium /
+    (`CONVENTIONS` in traceq/synth/write_conventions.py); `dynamo` and `llmd` write a whole
+    disaggregated deployment instead of one engine (traceq/synth/write_disagg.py: traces and
+    labels only, with the deployment's truth under `disagg`). `intensity`: mild / medium /
     strong (None: strong, the committed samples); `window`: (start, end) seconds after the
     first arrival that every fault is confined to, inside the arrival span (raise `requests`
     or `duration_s` for a long healthy run around it). `hardware`: a profile of
@@ -165,6 +168,20 @@ def generate(
         raise ValueError(msg)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if convention in DISAGG_CONVENTIONS:
+        labels = _disaggregated(sc, seed, out, convention)
+    else:
+        labels = _single(sc, seed, out, convention, info)
+    if hardware != DEFAULT_HARDWARE:
+        labels["hardware"] = hardware
+    (out / FILES["labels"]).write_bytes(
+        orjson.dumps(labels, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    )
+    return labels
+
+
+def _single(sc: Scenario, seed: int, out: Path, convention: str, info: RunInfo) -> dict:
+    """One engine's files: traces in `convention`, its vLLM log, its GPU samples."""
     f = sc.faults
     client = out / FILES["client_otlp"] if f.client_view else None
     otlp = OtlpWriter(
@@ -190,15 +207,32 @@ def generate(
     otlp.close()
     log.close(info.t_end)
     gpu.close(info.t_end)
-    labels = _labels(sc, seed, info, summary, client is not None)
+    files = [k for k in FILES if k != "client_otlp" or client is not None]
+    labels = _labels(sc, seed, info, summary, files)
     if convention != "traceq":  # the default leaves labels.json (and sample_traces/) as it was
         labels["otel_convention"] = convention
-    if hardware != DEFAULT_HARDWARE:
-        labels["hardware"] = hardware
     labels["truth"]["stats_lines"] = len(log.stats)
-    (out / FILES["labels"]).write_bytes(
-        orjson.dumps(labels, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    return labels
+
+
+def _disaggregated(sc: Scenario, seed: int, out: Path, convention: str) -> dict:
+    """A routed, disaggregated deployment's traces (traceq/synth/write_disagg.py): no vLLM log
+    and no GPU samples, which are one engine's; the gateway's failures are a labelled fault."""
+    writer = DisaggWriter(out / FILES["otlp"], convention, sc, seed)
+    summary = _Summary()
+    info = simulate(sc, seed, [writer, summary], admit=writer.admit)
+    writer.close()
+    truth = writer.labels()
+    lost = fault_entry(
+        "gateway-failures",
+        [{"start": info.t_first_arrival, "end": info.t_end}],
+        every=LOST_EVERY,
+        requests=truth["lost"],
+        error=LOST_ERROR[convention],
     )
+    labels = _labels(sc, seed, info, summary, ["otlp", "labels"], [lost] if truth["lost"] else [])
+    labels["otel_convention"] = convention
+    labels["disagg"] = truth
     return labels
 
 
@@ -207,9 +241,16 @@ def _span_of(sc: Scenario, info: RunInfo) -> dict[str, int] | None:
     return {"start": w[0], "end": w[1]} if w else None
 
 
-def _labels(sc: Scenario, seed: int, info: RunInfo, s: _Summary, client: bool) -> dict:
-    files = {k: v for k, v in FILES.items() if k != "client_otlp" or client}
-    faults = injected(sc, info)
+def _labels(
+    sc: Scenario,
+    seed: int,
+    info: RunInfo,
+    s: _Summary,
+    written: list[str],
+    extra_faults: list[dict] | None = None,
+) -> dict:
+    files = {k: v for k, v in FILES.items() if k in written}
+    faults = injected(sc, info) + (extra_faults or [])
     expected, tolerated, causes = summary(faults)
     return {
         "scenario": sc.name,

@@ -110,6 +110,9 @@ FAULTS: dict[str, FaultSpec] = {
         # the timeouts are reached by an overload window (the `errors` scenario's burst)
         variant_causes={"error-rate": ("overload",)},
     ),
+    # written only by the disaggregated conventions (traceq/synth/write_disagg.py): requests
+    # the gateway fails before any engine sees them
+    "gateway-failures": FaultSpec({"error-rate": ("not-served",)}, ("slo-goodput",)),
     # "off, or never hits": strong whole runs turn caching off, the others salt requests
     "low-prefix-reuse": FaultSpec(
         {"ttft-prefill": ("prefix-cache-off",)},
@@ -124,6 +127,25 @@ def _span(lo: int, hi: int) -> list[dict[str, int]]:
     return [{"start": lo, "end": hi}]
 
 
+def fault_entry(
+    name: str, windows: list[dict[str, int]], variant: bool = False, **params: object
+) -> dict:
+    """One entry of labels.json `faults`: the fault `name` of FAULTS, active in `windows`;
+    `variant` adds the causes only some variants inject."""
+    spec = FAULTS[name]
+    causes = {p: list(ids) for p, ids in spec.causes.items()}
+    for p, ids in spec.variant_causes.items() if variant else ():
+        causes[p] += ids
+    return {
+        "fault": name,
+        "causes": causes,
+        "windows": windows,
+        "expected_playbooks": list(spec.expected),
+        "tolerated_playbooks": list(spec.tolerated),
+        "params": params,
+    }
+
+
 def injected(sc: Scenario, info: RunInfo) -> list[dict]:
     """The faults a scenario injects, for labels.json: fault id, cause id, the windows where
     it is active (ns since the epoch, UTC), the playbooks that must / may fire, parameters."""
@@ -136,20 +158,7 @@ def injected(sc: Scenario, info: RunInfo) -> list[dict]:
     def add(
         name: str, windows: list[dict[str, int]], variant: bool = False, **params: object
     ) -> None:
-        spec = FAULTS[name]
-        causes = {p: list(ids) for p, ids in spec.causes.items()}
-        for p, ids in spec.variant_causes.items() if variant else ():
-            causes[p] += ids
-        out.append(
-            {
-                "fault": name,
-                "causes": causes,
-                "windows": windows,
-                "expected_playbooks": list(spec.expected),
-                "tolerated_playbooks": list(spec.tolerated),
-                "params": params,
-            }
-        )
+        out.append(fault_entry(name, windows, variant, **params))
 
     if f.long_output_fraction:
         add(

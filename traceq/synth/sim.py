@@ -4,7 +4,7 @@ fanned out to sinks (writers, truth collectors) as it happens."""
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from traceq.synth.arrivals import arrivals, rng
@@ -81,9 +81,19 @@ def plan(scenario: Scenario, seed: int) -> tuple[RunInfo, Iterator[Request]]:
     return info, tokenize_stage(stream, c, f, seed, request_ids(seed))
 
 
-def simulate(scenario: Scenario, seed: int, sinks: Sequence[Sink]) -> RunInfo:
-    """Run the scenario, streaming every event to `sinks`; returns the run's summary."""
+def simulate(
+    scenario: Scenario,
+    seed: int,
+    sinks: Sequence[Sink],
+    admit: Callable[[Iterator[Request]], Iterator[Request]] | None = None,
+) -> RunInfo:
+    """Run the scenario, streaming every event to `sinks`; returns the run's summary.
+
+    `admit` filters the tokenized requests before the engine sees them (a gateway in front of
+    the engines that fails some requests: traceq/synth/write_disagg.py)."""
     info, requests = plan(scenario, seed)
+    if admit is not None:
+        requests = admit(requests)
     f = scenario.faults
     engine = Engine(scenario.engine, f, info.t_ready, info.throttle_ns)
     timeout_ns = round(f.timeout_s * NS) if f.timeout_s else 0

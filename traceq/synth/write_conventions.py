@@ -4,7 +4,8 @@
 Shapes follow the producers' source as docs/INGEST.md ("Producers") describes; one engine step
 per token chunk, a step scheduled when the previous one ended (steps run back to back; the
 first at the request's first scheduling). `traceq` (the default) is written by
-`traceq/synth/write_otlp.py` itself.
+`traceq/synth/write_otlp.py` itself; `dynamo` and `llmd` (a whole disaggregated deployment)
+by traceq/synth/write_disagg.py.
 """
 
 from __future__ import annotations
@@ -23,7 +24,12 @@ CONVENTIONS = {
     "token-arrays": "per-token double[] arrays, offsets from the span start (proposed convention)",
     "alipay-compressed": "Alipay fork: JSON arrays (4 dp) gzip + base64, offsets from arrival",
     "sglang": "SGLang --enable-trace level 3: request root, thread spans, stage slices",
+    "dynamo": "Dynamo P/D: frontend, KV router (a prefill and a decode route), vLLM workers",
+    "llmd": "llm-d P/D: EPP gateway, P/D sidecar, vLLM prefill and decode pods",
 }
+DISAGG_CONVENTIONS = ("dynamo", "llmd")
+"""Conventions of a routed, disaggregated deployment (traceq/synth/write_disagg.py): prefill
+and decode pools, a skewed host and gateway failures, traces only."""
 
 
 def _attr(key: str, value: object) -> dict:

@@ -1,25 +1,58 @@
 """A playbook cites a prediction as its check: prefill-interference's incident says what
 chunked prefill would do to this run's stalls, replayed by `traceq whatif` on the run's own
 calibrated engine model (traceq/whatif/cite.py); a run whose cause is something else, or that
-cannot be calibrated, gets no number."""
+cannot be calibrated, gets no number. `traceq report` shows the same sentence under the
+incident, in Markdown, HTML and JSON, and cites nothing where the back-test misses."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from dataclasses import replace
+from html import escape
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.playbook_helpers import SAMPLES, ingest_folder
+from tests.report_factory import make_dataset
 from tests.test_playbooks_cli import invoke
 from traceq.playbooks import load_catalog
+from traceq.report import build_report, headroom
+from traceq.report.render_html import render_html
+from traceq.report.render_md import render_md
+from traceq.synth import scenario
+from traceq.whatif import cite
 
 
 @pytest.fixture(scope="module")
 def interference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("pi")
     return ingest_folder(SAMPLES / "prefill-interference", folder / "pi.tq")
+
+
+@pytest.fixture(scope="module")
+def burst(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("qo")
+    return ingest_folder(SAMPLES / "queue-overload", folder / "q.tq")
+
+
+def _findings(dataset: Path) -> dict[str, dict[str, Any]]:
+    """`traceq diagnose --format json`'s findings by playbook id."""
+    r = invoke("diagnose", str(dataset), "--format", "json")
+    return {f["id"]: f for f in json.loads(r.output)["findings"]}
+
+
+@pytest.fixture(scope="module")
+def interference_findings(interference: Path) -> dict[str, dict[str, Any]]:
+    return _findings(interference)
+
+
+@pytest.fixture(scope="module")
+def burst_findings(burst: Path) -> dict[str, dict[str, Any]]:
+    return _findings(burst)
 
 
 def test_the_incident_says_what_chunked_prefill_would_do_to_its_stalls(interference):
@@ -37,18 +70,15 @@ def test_the_incident_says_what_chunked_prefill_would_do_to_its_stalls(interfere
     assert predicted * 2 <= observed
 
 
-def test_the_prediction_is_in_the_json_finding(interference):
-    r = invoke("diagnose", str(interference), "--format", "json")
-    finding = next(f for f in json.loads(r.output)["findings"] if f["id"] == "prefill-interference")
+def test_the_prediction_is_in_the_json_finding(interference_findings):
+    finding = interference_findings["prefill-interference"]
     assert finding["prediction"].startswith("with chunked_prefill=on, traceq whatif predicts")
-    others = [f for f in json.loads(r.output)["findings"] if f["id"] != "prefill-interference"]
+    others = [f for pid, f in interference_findings.items() if pid != "prefill-interference"]
     assert not any(f["prediction"] for f in others)
 
 
-def test_a_burst_of_arrivals_cites_what_twice_the_replicas_would_do(tmp_path):
-    ds = ingest_folder(SAMPLES / "queue-overload", tmp_path / "q.tq")
-    r = invoke("diagnose", str(ds), "--format", "json")
-    by_id = {f["id"]: f for f in json.loads(r.output)["findings"]}
+def test_a_burst_of_arrivals_cites_what_twice_the_replicas_would_do(burst_findings):
+    by_id = burst_findings
     found = re.match(
         r"with replicas=2 \(twice the run's\), traceq whatif predicts p99 TTFT at ([\d.]+) s "
         r"\(the run as it was replays at ([\d.]+) s; observed ([\d.]+) s\)",
@@ -58,6 +88,52 @@ def test_a_burst_of_arrivals_cites_what_twice_the_replicas_would_do(tmp_path):
     predicted, asis, observed = (float(x) for x in found.groups())
     assert abs(asis - observed) <= 0.2 * observed and predicted * 2 <= asis
     assert not any(f["prediction"] for pid, f in by_id.items() if pid != "ttft-queueing")
+
+
+@pytest.mark.parametrize(
+    ("name", "root", "with_headroom"),
+    [("interference", "prefill-interference", True), ("burst", "ttft-queueing", False)],
+)
+def test_the_report_cites_what_diagnose_cites(request, monkeypatch, name, root, with_headroom):
+    """The report's incident carries `traceq diagnose`'s predict sentence, in Markdown, HTML
+    and JSON; with the Headroom measured, the run is calibrated once for both."""
+    said = request.getfixturevalue(f"{name}_findings")[root]["prediction"]
+    assert said
+    fits: list[object] = []
+
+    def counted(real: Callable[..., Any]) -> Callable[..., Any]:
+        def calibrate(session: object, *args: object) -> Any:
+            fits.append(session)
+            return real(session, *args)
+
+        return calibrate
+
+    for module in (headroom, cite):
+        monkeypatch.setattr(module, "calibrate", counted(module.calibrate))
+    report = build_report(request.getfixturevalue(name), headroom=with_headroom)
+    assert len(fits) == 1
+    assert [f.id for f, _ in report.findings()] == [root]
+    md = render_md(report, [], None)
+    assert [x for x in md.splitlines() if "**Predict:**" in x] == [f"- **Predict:** {said}"]
+    html = render_html(report, [])
+    assert html.count("<td class='l'>predict</td>") == 1
+    assert f"<td class='l'>predict</td><td class='l'>{escape(said)}</td>" in html
+    assert [f["prediction"] for f in report.to_dict()["findings"]] == [said]
+
+
+def test_a_report_cites_nothing_where_the_back_test_misses(tmp_path):
+    """The burst again, on a GPU throttled for 40 % of the run: ttft-queueing's incident
+    holds its arrival burst, but the model replays the run's TTFT p50 far from the run's own
+    (the throttle is not in the traces), so the report cites no number."""
+    sc = scenario("queue-overload")
+    sc = replace(sc, faults=replace(sc.faults, throttle_factor=1.8, throttle_clock_mhz=1095))
+    report = build_report(make_dataset(tmp_path, sc, 1))
+    root = next(f for f, _ in report.findings() if f.id == "ttft-queueing")
+    assert "arrival-burst" in [c.id for c in root.causes if c.status == "confirmed"]
+    assert report.measurement.context["headroom"]["low_confidence"]
+    assert not any(f.prediction for f in report.diagnosis.findings)
+    assert "**Predict:**" not in render_md(report, [], None)
+    assert "<td class='l'>predict</td>" not in render_html(report, [])
 
 
 def test_no_prediction_where_the_cause_is_not_the_setting(tmp_path):

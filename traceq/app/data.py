@@ -25,7 +25,7 @@ from traceq.findings import Diagnosis, Finding, severity_rank
 from traceq.report import incidents
 from traceq.report.incidents import View
 from traceq.session import QueryError, Session
-from traceq.whatif.cite import cite
+from traceq.whatif.cite import diagnose_and_cite
 from traceq.whatif.limits import SettingError, SettingValue
 from traceq.whatif.predict import MEMORY_LIMIT, Calibrated, WhatIfInputError, calibrate, observe
 
@@ -188,14 +188,10 @@ def findings_for(dataset: str, findings_file: str | None = None) -> Findings:
         raise
     # A session of its own: the engine materialises its rollups as temporary views (over
     # files in the session's temp directory) on the connection it is given, and the pages'
-    # shared session is never mutated.
+    # shared session is never mutated. The predictions playbooks cite are filled on it too
+    # (traceq/whatif/cite.py).
     with Session(dataset) as own:
-        playbooks = engine.load_catalog().playbooks
-        result = engine.diagnose(own, playbooks)
-        if isinstance(result, dict):
-            result = Diagnosis.from_dict(result)
-        cite(own, result, playbooks)  # the predictions playbooks cite (traceq/whatif/cite.py)
-    return Findings(result)
+        return Findings(diagnose_and_cite(own, engine.load_catalog().playbooks))
 
 
 def _empty(dataset: str) -> Diagnosis:

@@ -23,7 +23,7 @@ from traceq.playbooks.loader import LoadReport, builtin_dir
 from traceq.playbooks.render import render_explain, render_markdown, render_text
 from traceq.playbooks.steps import Step, summary
 from traceq.session import QueryError, Session
-from traceq.whatif.cite import cite
+from traceq.whatif.cite import diagnose_and_cite
 
 
 class FindingsFailed(click.ClickException):
@@ -140,8 +140,7 @@ def diagnose_cmd(
             result = _diagnose_spark(dataset, playbooks, options)
         else:
             with Session(dataset, memory_limit=memory_limit) as session:
-                result = diagnose(session, playbooks, options)
-                cite(session, result, playbooks)  # the predictions playbooks cite
+                result = diagnose_and_cite(session, playbooks, options)
     except (QueryError, ValueError) as exc:
         raise Failure(str(exc)) from exc
     if profile:

@@ -13,6 +13,7 @@ import orjson
 
 from traceq.cli.common import Failure
 from traceq.render import render_frame
+from traceq.slo import DEFAULT_GPU_HOUR_USD
 
 SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
 FORMATS = {".html": "html", ".htm": "html", ".md": "md", ".json": "json"}
@@ -152,7 +153,6 @@ def report_cmd(
     from traceq.report import ReportOptions, build_report
     from traceq.report.baseline import BaselineError
     from traceq.report.baseline import save_baseline as write_baseline
-    from traceq.report.measure import DEFAULT_GPU_HOUR_USD
     from traceq.report.thresholds import ThresholdError
     from traceq.session import QueryError
 

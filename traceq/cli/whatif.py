@@ -11,6 +11,7 @@ import orjson
 
 from traceq.cli.common import Failure
 from traceq.cli.report import parse_slo
+from traceq.slo import DEFAULT_GPU_HOUR_USD
 
 
 @click.command("whatif")
@@ -58,7 +59,6 @@ def whatif_cmd(
     traceq whatif run.tq --max-rate --slo ttft_ms=1000 --attainment 0.95 --format json
     traceq whatif run.tq --target-rate 120 --slo ttft_ms=1000
     """
-    from traceq.report.measure import DEFAULT_GPU_HOUR_USD
     from traceq.session import QueryError, Session
     from traceq.whatif import SettingError, WhatIfInputError, parse_settings, whatif
     from traceq.whatif.predict import MEMORY_LIMIT

@@ -1,48 +1,34 @@
-"""The report's one door to the playbook engine: `diagnose(session)`.
-
-The engine (`traceq.playbooks`, branch `playbooks`) is imported lazily; while it is absent
-the report gets an empty `Diagnosis` with a note, so the rest of the report works without it.
-What the report shows of the diagnosis is incidents.py's `view`.
+"""The report's one door to the playbook engine: `diagnose(session)` runs the catalogue's
+playbooks on the report's session and fills the predictions their incident roots cite, as
+`traceq diagnose` and the app do (`diagnose_and_cite`, traceq/whatif/cite.py). An engine that
+fails leaves the report an empty `Diagnosis` and a note, so the rest of the report is still
+written. What the report shows of the diagnosis is incidents.py's `view`.
 """
 
 from __future__ import annotations
 
-import importlib
 import time
 from datetime import UTC, datetime
-from typing import Any
 
 from traceq import __version__
 from traceq.findings import Diagnosis
+from traceq.playbooks import load_catalog
 from traceq.session import Session
+from traceq.whatif.cite import diagnose_and_cite
+from traceq.whatif.predict import Calibrated
 
-ENGINE_MODULE = "traceq.playbooks"
 
-
-def diagnose(session: Session, dataset_hash: str = "") -> tuple[Diagnosis, str]:
-    """Run every playbook on the session's dataset: (diagnosis, note). The note says why the
-    findings are empty when the engine is not installed or failed; it is "" otherwise."""
+def diagnose(
+    session: Session, dataset_hash: str = "", calibrated: Calibrated | None = None
+) -> tuple[Diagnosis, str]:
+    """Run every playbook on the session's dataset and cite their predictions, on
+    `calibrated` (the dataset's engine model) when given: (diagnosis, note). The note says
+    why the findings are empty when the engine failed; it is "" otherwise."""
     started = time.perf_counter()
     try:
-        engine: Any = importlib.import_module(ENGINE_MODULE)
-    except ImportError:
-        return _empty(session, dataset_hash, started), (
-            "the playbook engine (traceq.playbooks) is not installed in this build: no findings"
-        )
-    run = getattr(engine, "diagnose", None)
-    if run is None:
-        return _empty(session, dataset_hash, started), (
-            "traceq.playbooks has no diagnose(); findings left out"
-        )
-    try:
-        # branch `playbooks`: diagnose(session, load_catalog().playbooks) -> Diagnosis
-        catalog = getattr(engine, "load_catalog", None)
-        result = run(session, catalog().playbooks) if catalog else run(session)
+        return diagnose_and_cite(session, load_catalog().playbooks, calibrated=calibrated), ""
     except Exception as exc:  # the report must still be written
         return _empty(session, dataset_hash, started), f"the playbook engine failed: {exc}"
-    if isinstance(result, dict):
-        result = Diagnosis.from_dict(result)
-    return result, ""
 
 
 def _empty(session: Session, dataset_hash: str, started: float) -> Diagnosis:

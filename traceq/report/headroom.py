@@ -6,15 +6,31 @@ A dataset the model cannot calibrate (no per-token timing on the server, no star
 with the engine's limits, too short a run) has no Headroom, nor has a run so short that its
 requests meet the SLO at any rate (the search reaches its ceiling, MAX_FACTOR in
 traceq/whatif/search.py): the report says why in one sentence, and the rest of the report is
-unchanged. traceq.whatif is imported when the KPI is
-measured: it imports the report's SLO defaults (traceq/report/measure.py).
+unchanged.
+
+The calibration the KPI is measured on is kept (`Headroom.calibrated`, never saved) for the
+predictions playbooks cite (traceq/whatif/cite.py), so a report fits the run's engine model
+once.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from traceq.session import QueryError, Session
+from traceq.whatif.limits import SettingError
+from traceq.whatif.predict import (
+    MEMORY_LIMIT,
+    Calibrated,
+    WhatIfInputError,
+    backtest,
+    calibrate,
+    low_confidence_warning,
+    observe,
+)
+from traceq.whatif.search import max_rate
 
 ATTAINMENT = 0.95
 """Share of requests that must meet the SLO at the Headroom rate: 95 %, the attainment target
@@ -38,6 +54,9 @@ class Headroom:
     low_confidence: bool = False
     note: str = ""
     """Why the KPI is absent, or the back-test's low-confidence sentence; "" otherwise."""
+    calibrated: Calibrated | None = field(default=None, repr=False, compare=False)
+    """The engine model the KPI was measured on; None when the run could not be calibrated
+    or the KPI was not requested. Not part of `to_dict`."""
 
     @property
     def times_observed(self) -> float | None:
@@ -65,18 +84,6 @@ def measure_headroom(
 ) -> Headroom:
     """The Headroom of `dataset` at `slo`, on a session of its own under the calibration's
     memory limit (MEMORY_LIMIT in traceq/whatif/predict.py)."""
-    from traceq.session import QueryError, Session
-    from traceq.whatif.limits import SettingError
-    from traceq.whatif.predict import (
-        MEMORY_LIMIT,
-        WhatIfInputError,
-        backtest,
-        calibrate,
-        low_confidence_warning,
-        observe,
-    )
-    from traceq.whatif.search import max_rate
-
     with Session(dataset, memory_limit=MEMORY_LIMIT, time_limit_s=time_limit_s) as session:
         try:
             cal = calibrate(session)
@@ -91,6 +98,7 @@ def measure_headroom(
             None,
             observed,
             lower_bound_only=True,
+            calibrated=cal,
             note=f"No Headroom figure: the run's {n:,} requests still meet the SLO replayed at "
             f"{found.rate_rps / observed:,.0f}× their rate ({found.rate_rps:,.0f} req/s), too "
             "few to find the rate at which the engine saturates.",
@@ -100,6 +108,7 @@ def measure_headroom(
         observed_rps=observed,
         low_confidence=bt.low_confidence,
         note=_capital(low_confidence_warning(bt)) + "." if bt.low_confidence else "",
+        calibrated=cal,
     )
 
 

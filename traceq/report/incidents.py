@@ -59,7 +59,9 @@ class Block:
     @property
     def story(self) -> list[tuple[str, str]]:
         """(label, text) lines as `traceq diagnose` prints them (traceq/playbooks/story.py):
-        what, impact, cause, also, undecided, change, tail; lines without text left out."""
+        what, impact, cause, also, undecided, change, predict (what `traceq whatif` predicts
+        the change would do, where the root's playbook cites it), tail; lines without text
+        left out."""
         return story.lines(self.incident, self.root)
 
     @property

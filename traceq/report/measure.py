@@ -15,6 +15,7 @@ from traceq import __version__
 from traceq.report.kpis import QUANTILES
 from traceq.report.sample import bounded_sample
 from traceq.session import Session
+from traceq.slo import DEFAULT_GPU_HOUR_USD, DEFAULT_SLO
 from traceq.sql import load
 
 SAMPLE_CAP = 10_000
@@ -30,15 +31,6 @@ PHASES = ("tokenize", "queue", "prefill", "decode", "residual")
 
 TIMELINE_BUCKETS = 120
 """Windows on the report's time axis: enough to see a 1-minute event in a 2-hour run."""
-
-DEFAULT_SLO = {"ttft_ms": 2000.0, "tpot_ms": 100.0, "e2e_ms": None}
-"""Per-request SLO for goodput: TTFT 2 s (an interactive chat answer starts within ~2 s),
-TPOT 100 ms (10 tokens/s, faster than people read). No e2e limit by default: e2e grows with
-the answer's length. Override with `--slo ttft_ms=…,tpot_ms=…,e2e_ms=…`."""
-
-DEFAULT_GPU_HOUR_USD = 2.0
-"""Price of one GPU-hour for the cost KPI, USD: an order of magnitude for one H100 rented by
-the hour; set your own with `--gpu-hour-price`. Only ratios between runs matter for a gate."""
 
 
 @dataclass

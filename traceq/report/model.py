@@ -1,4 +1,5 @@
-"""Build a report: measure the dataset, run the playbooks, compare with a baseline."""
+"""Build a report: measure the dataset and its Headroom, run the playbooks (with the
+predictions they cite), compare with a baseline."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from traceq.report.compare import Change, compare, workload_shift
 from traceq.report.findings import diagnose
 from traceq.report.headroom import Headroom, measure_headroom
 from traceq.report.incidents import View, view
-from traceq.report.measure import DEFAULT_GPU_HOUR_USD, SAMPLE_CAP, Measurement, measure
+from traceq.report.measure import SAMPLE_CAP, Measurement, measure
 from traceq.report.thresholds import Thresholds, load_thresholds
 from traceq.session import Session
+from traceq.slo import DEFAULT_GPU_HOUR_USD, DEFAULT_SLO
 
 
 @dataclass
@@ -125,32 +127,35 @@ def _as_current(m: Measurement) -> dict[str, Any]:
 def build_report(
     dataset: str | os.PathLike[str], options: ReportOptions | None = None, **kw: Any
 ) -> Report:
-    """Measure `dataset`, run the playbooks, and compare with `options.baseline` if given.
+    """Measure `dataset` and its Headroom, run the playbooks on the Headroom's calibration
+    (traceq/report/findings.py), and compare with `options.baseline` if given.
 
     Raises `traceq.session.QueryError`, `BaselineError` or `ThresholdError` on bad input.
     """
     opts = options or ReportOptions(**kw)
     thresholds = load_thresholds(opts.thresholds)
     baseline = load_baseline(opts.baseline) if opts.baseline is not None else None
+    slo = {**DEFAULT_SLO, **opts.slo}
+    # Headroom first: the engine model it calibrates serves the predictions playbooks cite.
+    if opts.headroom:
+        h = measure_headroom(dataset, slo, opts.gpu_hour_usd, opts.time_limit_s)
+    else:
+        h = Headroom(None, note="No Headroom figure: not requested (--no-headroom).")
     with Session(dataset, time_limit_s=opts.time_limit_s, memory_limit=opts.memory_limit) as s:
         m = measure(
             s,
-            slo=opts.slo,
+            slo=slo,
             gpu_hour_usd=opts.gpu_hour_usd,
             gpus=opts.gpus,
             sample_cap=opts.sample_cap,
         )
         if opts.findings:
-            diagnosis, note = diagnose(s, m.dataset_hash)
+            diagnosis, note = diagnose(s, m.dataset_hash, h.calibrated)
         else:
             diagnosis, note = (
                 Diagnosis([], m.dataset, m.dataset_hash, m.traceq_version, m.measured_at, 0.0),
                 "findings not requested",
             )
-    if opts.headroom:
-        h = measure_headroom(dataset, m.params["slo"], opts.gpu_hour_usd, opts.time_limit_s)
-    else:
-        h = Headroom(None, note="No Headroom figure: not requested (--no-headroom).")
     m.values["headroom_rps"] = h.rate_rps
     m.context["headroom"] = h.to_dict()
     changes, shift = [], []

@@ -53,8 +53,8 @@ def tail_md(tail: list[Tail], heading: str = "## The run's tail") -> list[str]:
 
 def incident_md(b: Block, heading: str = "### ") -> list[str]:
     """One incident: severity, title, when and how many requests it let down; what, impact,
-    cause, change, the tail of the metric it hurt most; its consequences folded under it;
-    example requests."""
+    cause, change, what the change is predicted to do (where the playbook cites it), the tail
+    of the metric it hurt most; its consequences folded under it; example requests."""
     i = b.incident
     lines = [f"{heading}[{i.severity}] {i.title} (`{i.root}`)", ""]
     if b.when:

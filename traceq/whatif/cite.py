@@ -12,7 +12,11 @@ replica replays two). The run is calibrated and back-tested once, whatever the n
 that cite a change, with `traceq whatif`'s steps (traceq/whatif/predict.py). A run that cannot
 be calibrated (no per-chunk timing, too short), or whose replay as it was misses its own
 figures by more than the back-test's bound, gets no prediction: a number the model could not
-reproduce on the run itself is not cited.
+reproduce on the run itself is not cited. A caller that already holds the run's calibration
+(the report's Headroom, traceq/report/headroom.py) hands it over and it is not fitted again.
+
+`diagnose_and_cite` is the playbook engine's `diagnose` followed by `cite`: what
+`traceq diagnose`, the app's Findings page and `traceq report` run on a DuckDB session.
 
 >>> from traceq.whatif.cite import figures
 >>> sorted(figures(None, None, None))[:2]
@@ -26,10 +30,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from traceq.findings import Diagnosis, Finding
+from traceq.playbooks import Options, diagnose
 from traceq.playbooks.model import Playbook, Prediction
 from traceq.playbooks.words import MISSING, fmt
-from traceq.report.measure import DEFAULT_GPU_HOUR_USD, DEFAULT_SLO
-from traceq.session import Session
+from traceq.session import QueryError, Session
+from traceq.slo import DEFAULT_GPU_HOUR_USD, DEFAULT_SLO
 from traceq.whatif.limits import Limits, SettingError, parse_settings
 from traceq.whatif.model import BackTest, Observed, Outcome, Quantiles
 from traceq.whatif.predict import Calibrated, WhatIfInputError, backtest, calibrate, observe
@@ -41,9 +46,28 @@ RELATIVE = re.compile(r"^[x×](\d+(?:\.\d+)?)$")
 """A `prediction.set` value relative to the run's own limit: `×2`, `x1.5`."""
 
 
-def cite(session: Session, diagnosis: Diagnosis, playbooks: Sequence[Playbook]) -> None:
+def diagnose_and_cite(
+    session: Session,
+    playbooks: Sequence[Playbook],
+    options: Options | None = None,
+    calibrated: Calibrated | None = None,
+) -> Diagnosis:
+    """Run `playbooks` on `session`'s dataset (traceq.playbooks.diagnose), then fill the
+    predictions their incident roots cite (`cite`, with `calibrated` when given)."""
+    result = diagnose(session, list(playbooks), options)
+    cite(session, result, playbooks, calibrated)
+    return result
+
+
+def cite(
+    session: Session,
+    diagnosis: Diagnosis,
+    playbooks: Sequence[Playbook],
+    calibrated: Calibrated | None = None,
+) -> None:
     """Fill `prediction` on every failing finding (an incident's root) whose playbook cites
-    one and whose `when` cause, if any, is confirmed."""
+    one and whose `when` cause, if any, is confirmed. The run is calibrated on `session`
+    only then, and only when `calibrated` (the same dataset's engine model) is not given."""
     specs = {pb.id: pb.prediction for pb in playbooks if pb.prediction is not None}
     wanted = [
         (finding, spec)
@@ -55,10 +79,11 @@ def cite(session: Session, diagnosis: Diagnosis, playbooks: Sequence[Playbook]) 
     if not wanted:
         return
     try:
-        cal = calibrate(session)
-    except (WhatIfInputError, SettingError):
+        cal = calibrated if calibrated is not None else calibrate(session)
+        observed = observe(session, DEFAULT_SLO)
+    except (WhatIfInputError, SettingError, QueryError):
         return
-    bt = backtest(cal, observe(session, DEFAULT_SLO), DEFAULT_SLO, DEFAULT_GPU_HOUR_USD)
+    bt = backtest(cal, observed, DEFAULT_SLO, DEFAULT_GPU_HOUR_USD)
     if bt.low_confidence:
         return
     for finding, spec in wanted:

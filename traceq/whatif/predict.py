@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from traceq.report.measure import DEFAULT_GPU_HOUR_USD, DEFAULT_SLO
 from traceq.session import Session
+from traceq.slo import DEFAULT_GPU_HOUR_USD, DEFAULT_SLO
 from traceq.sql import load
 from traceq.whatif.calibrate import (
     MIN_REQUESTS,

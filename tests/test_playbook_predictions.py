@@ -1,8 +1,9 @@
 """A playbook cites a prediction as its check: prefill-interference's incident says what
-chunked prefill would do to this run's stalls, replayed by `traceq whatif` on the run's own
-calibrated engine model (traceq/whatif/cite.py); a run whose cause is something else, or that
-cannot be calibrated, gets no number. `traceq report` shows the same sentence under the
-incident, in Markdown, HTML and JSON, and cites nothing where the back-test misses."""
+chunked prefill would do to this run's stalls, kv-pressure's what twice the KV cache would do
+to its preemption storm, replayed by `traceq whatif` on the run's own calibrated engine model
+(traceq/whatif/cite.py); a run whose cause is something else, or that cannot be calibrated,
+gets no number. `traceq report` shows the same sentence under the incident, in Markdown, HTML
+and JSON, and cites nothing where the back-test misses."""
 
 from __future__ import annotations
 
@@ -37,6 +38,12 @@ def interference(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def burst(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("qo")
     return ingest_folder(SAMPLES / "queue-overload", folder / "q.tq")
+
+
+@pytest.fixture(scope="module")
+def kv_findings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    folder = tmp_path_factory.mktemp("kv")
+    return _findings(ingest_folder(SAMPLES / "kv-pressure", folder / "kv.tq"))
 
 
 def _findings(dataset: Path) -> dict[str, dict[str, Any]]:
@@ -136,11 +143,26 @@ def test_a_report_cites_nothing_where_the_back_test_misses(tmp_path):
     assert "<td class='l'>predict</td>" not in render_html(report, [])
 
 
-def test_no_prediction_where_the_cause_is_not_the_setting(tmp_path):
+def test_a_small_kv_cache_cites_what_twice_the_cache_would_do(kv_findings):
+    """kv-pressure's 5 k-token cache thrashes (preemption and recompute): the back-test
+    holds once the rebuilt steps count the recompute, so its root cites twice the cache."""
+    found = re.match(
+        r"with kv_cache_tokens=10000 \(twice the run's KV cache\), traceq whatif predicts "
+        r"p99 TTFT at ([\d.]+) (m?s) \(the run as it was replays at ([\d.]+) s; observed "
+        r"([\d.]+) s\) and median TPOT at ([\d.]+) ms \(as it was ([\d.]+) ms\)",
+        kv_findings["kv-pressure"]["prediction"],
+    )
+    assert found, kv_findings["kv-pressure"]["prediction"]
+    predicted = float(found[1]) / (1000 if found[2] == "ms" else 1)
+    asis, observed = float(found[3]), float(found[4])
+    assert abs(asis - observed) <= 0.2 * observed
+    assert predicted < observed
+
+
+def test_no_prediction_where_the_cause_is_not_the_setting(kv_findings):
     # kv-pressure: ttft-queueing is its consequence, queued behind a full cache, not a burst
-    ds = ingest_folder(SAMPLES / "kv-pressure", tmp_path / "kv.tq")
-    r = invoke("diagnose", str(ds), "--format", "json")
-    assert not any(f["prediction"] for f in json.loads(r.output)["findings"])
+    others = [f for pid, f in kv_findings.items() if pid != "kv-pressure"]
+    assert not any(f["prediction"] for f in others)
 
 
 def test_lint_refuses_a_prediction_on_an_unknown_cause(tmp_path):

@@ -197,10 +197,33 @@ def test_chunked_prefill_on_shortens_the_longest_stall(interference: Path) -> No
     assert on.tbt_ms.max * 2 <= observed.tbt_ms.max
 
 
-def test_a_preemption_storm_is_marked_low_confidence(root: Path) -> None:
-    """Recompute after preemption is invisible in the traces: the back-test misses and says
-    so, in text and JSON."""
-    dataset = _ingest("kv-pressure", root, "kv", requests=150)
+def test_a_preemption_storm_back_tests_and_predicts_a_larger_cache(root: Path) -> None:
+    """A 5 k-token cache that thrashes: most of the steps' prefill is the recompute of
+    requests preempted before their first token, which no token shows. The rebuild charges
+    it (traceq/sql/whatif_steps.sql), so the fit holds, the back-test is within its bound,
+    and twice the cache matches the engine run with twice the cache."""
+    sc = scenario("kv-pressure", requests=150)
+    dataset = _ingest(sc, root, "kv")
+    result = _whatif(dataset, settings={"kv_cache_tokens": 10_000})
+    steps = result.calibration.steps
+    assert steps.r2 is not None and steps.r2 >= 0.9
+    errors = result.calibration.backtest.errors()
+    for key in ("ttft_p50", "ttft_p99", "tpot_p50"):
+        assert abs(errors[key]) <= 0.20, (key, errors[key])
+    assert not result.low_confidence
+    assert result.calibration.backtest.predicted.preemptions > 0
+    (doubled,) = result.scenarios
+    truth = _engine(replace(sc, engine=replace(sc.engine, kv_budget_tokens=10_000)))
+    assert _rel(doubled.ttft_ms.p99, truth.ttft_p99) <= 0.35
+    assert _rel(doubled.tpot_ms.p50, truth.tpot_p50) <= 0.15
+
+
+def test_a_throttled_gpu_is_marked_low_confidence(root: Path) -> None:
+    """A GPU whose steps run 3× slower for 40 % of the run: the model has one step cost for
+    the whole run, so the back-test misses and says so, in text and JSON."""
+    sc = scenario("gpu-throttle", requests=150)
+    sc = replace(sc, faults=replace(sc.faults, throttle_factor=3.0))
+    dataset = _ingest(sc, root, "throttle")
     result = _whatif(dataset, rates=[1.0])
     assert result.low_confidence
     doc = result.to_dict()

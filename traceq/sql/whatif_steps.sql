@@ -17,6 +17,16 @@
 -- With $chunked, a decoding request that skipped steps was preempted: it held no KV
 -- meanwhile and prefilled its prompt and generated tokens again when it resumed.
 --
+-- Preemption storm: with $chunked, a step that decodes while requests wait on prefills
+-- (scheduled with no first token yet, or preempted while decoding) larger than the free KV
+-- cache ($kv_tokens minus what the requests past their prefill hold and the step's decodes)
+-- thrashed: the scheduler filled the free cache (up to the step's budget) with a partial
+-- prefill that a later step preempted, to recompute it from scratch (vLLM's recompute).
+-- Such a step is charged that fill as prefill tokens (attending to their own chunk), the KV
+-- held without the lost partial prefill, and its progress in the queue is only the work
+-- the requests completed in it took. No token shows this work: without it the fit reads the
+-- recompute as step overhead and KV cost.
+--
 -- KV held: a request's cached tokens plus its prefill so far from its scheduling to its first
 -- token, then its prompt and output so far until its last token.
 WITH r AS (
@@ -122,24 +132,31 @@ queue AS (  -- b: the prefill work queued ahead of each item
                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS b
     FROM items
 ),
-deltas AS (  -- difference arrays over the step index: KV held as a + b × k, admissions
+deltas AS (  -- difference arrays over the step index: KV held as a + b × k (r_*: the part
+               -- of it that prefills hold), the prefill tokens waited on (u_wait), admissions
     SELECT instance, k_sched + 1 AS k, cached - rate * (k_sched + 1) AS d_a, rate AS d_b,
+           cached - rate * (k_sched + 1) AS r_a, rate AS r_b, prompt - cached AS u_wait,
            t_sched
     FROM spans
     UNION ALL
+    SELECT instance, k_first, 0, 0, 0, 0, -(prompt - cached), NULL FROM spans
+    UNION ALL
     SELECT instance, k_first + 1, -(cached - rate * (k_sched + 1)) + prompt - k_first,
-           1 - rate, NULL
+           1 - rate, -(cached - rate * (k_sched + 1)), -rate, 0, NULL
     FROM spans
     UNION ALL
-    SELECT instance, k_last + 1, -(prompt - k_first), -1, NULL
+    SELECT instance, k_last + 1, -(prompt - k_first), -1, 0, 0, 0, NULL
     FROM spans
     UNION ALL
-    SELECT instance, prev_k + 1, -held, -1, NULL FROM resumes
+    SELECT instance, prev_k + 1, -held, -1, 0, 0, tokens, NULL FROM resumes
     UNION ALL
-    SELECT instance, k + 1, held, 1, NULL FROM resumes
+    SELECT instance, k, 0, 0, 0, 0, -tokens, NULL FROM resumes
+    UNION ALL
+    SELECT instance, k + 1, held, 1, 0, 0, 0, NULL FROM resumes
 ),
 per_k AS (
-    SELECT instance, k, sum(d_a) AS d_a, sum(d_b) AS d_b, min(t_sched) AS t_admit
+    SELECT instance, k, sum(d_a) AS d_a, sum(d_b) AS d_b, sum(r_a) AS r_a, sum(r_b) AS r_b,
+           sum(u_wait) AS u_wait, min(t_sched) AS t_admit
     FROM deltas
     GROUP BY instance, k
 ),
@@ -156,6 +173,9 @@ flow AS (
         p.t_admit,
         sum(coalesce(p.d_a, 0)) OVER (w ROWS UNBOUNDED PRECEDING)
             + s.k * sum(coalesce(p.d_b, 0)) OVER (w ROWS UNBOUNDED PRECEDING) AS kv_tokens,
+        sum(coalesce(p.r_a, 0)) OVER (w ROWS UNBOUNDED PRECEDING)
+            + s.k * sum(coalesce(p.r_b, 0)) OVER (w ROWS UNBOUNDED PRECEDING) AS kv_prefill,
+        sum(coalesce(p.u_wait, 0)) OVER (w ROWS UNBOUNDED PRECEDING) AS u_wait,
         coalesce(a.a, 0) AS a,
         max(coalesce(d.d, 0)) OVER (w ROWS UNBOUNDED PRECEDING) AS d_run,
         CASE WHEN $chunked THEN greatest($budget - s.n_dec, 0)
@@ -166,28 +186,44 @@ flow AS (
     LEFT JOIN completed d USING (instance, k)
     WINDOW w AS (PARTITION BY s.instance ORDER BY s.k)
 ),
-lindley1 AS (  -- first pass: one engine step per stamp
+bound AS (  -- the steps of a preemption storm and the fill they prefilled
     SELECT
         *,
-        sum(a - c1) OVER (w ROWS UNBOUNDED PRECEDING) AS s_run,
-        sum(a) OVER (w ROWS UNBOUNDED PRECEDING) AS a_run
+        greatest(0, least(c1, $kv_tokens - (kv_tokens - kv_prefill) - n_dec)) AS free,
+        $chunked AND n_dec > 0
+            AND u_wait > $kv_tokens - (kv_tokens - kv_prefill) - n_dec AS thrash
     FROM flow
+),
+lindley1 AS (  -- first pass: one engine step per stamp, no progress in a thrashing one
+    SELECT
+        *,
+        CASE WHEN thrash THEN 0 ELSE c1 END AS c0
+    FROM bound
+),
+lindley1_run AS (
+    SELECT
+        *,
+        sum(a - c0) OVER (w ROWS UNBOUNDED PRECEDING) AS s_run,
+        sum(a) OVER (w ROWS UNBOUNDED PRECEDING) AS a_run
+    FROM lindley1
     WINDOW w AS (PARTITION BY instance ORDER BY k)
 ),
 served1 AS (
     SELECT
         *,
         a_run - s_run + least(0, min(s_run) OVER (w ROWS UNBOUNDED PRECEDING)) AS p1
-    FROM lindley1
+    FROM lindley1_run
     WINDOW w AS (PARTITION BY instance ORDER BY k)
 ),
 capacity AS (  -- with chunked prefill, steps that only prefill part of a prompt stream no
                -- token: a stamp without decodes stands for as many steps as the prompts
-               -- completed at it took
+               -- completed at it took; a thrashing step progresses by the prompts
+               -- completed at it
     SELECT
         *,
-        CASE WHEN $chunked AND n_dec = 0
-             THEN greatest(c1, d_run - coalesce(lag(p1) OVER w, 0)) ELSE c1 END AS c
+        CASE WHEN thrash THEN greatest(0, d_run - coalesce(lag(p1) OVER w, 0))
+             WHEN $chunked AND n_dec = 0
+             THEN greatest(c0, d_run - coalesce(lag(p1) OVER w, 0)) ELSE c0 END AS c
     FROM served1
     WINDOW w AS (PARTITION BY instance ORDER BY k)
 ),
@@ -239,9 +275,12 @@ x AS (
         CASE WHEN $chunked AND s.n_dec = 0
              THEN greatest(1, ceil((s.p_k - s.p_prev) / $budget)) ELSE 1 END AS n_steps,
         s.n_dec,
-        CASE WHEN s.n_dec > 0 THEN s.kv_tokens ELSE 0 END AS kv_dec,
-        s.p_k - s.p_prev AS prefill_tokens,
-        coalesce(t.attn_work, 0) AS attn_work
+        CASE WHEN s.thrash THEN s.kv_tokens - s.kv_prefill
+             WHEN s.n_dec > 0 THEN s.kv_tokens ELSE 0 END AS kv_dec,
+        CASE WHEN s.thrash THEN greatest(s.free, s.p_k - s.p_prev)
+             ELSE s.p_k - s.p_prev END AS prefill_tokens,
+        CASE WHEN s.thrash THEN greatest(s.free, s.p_k - s.p_prev) ^ 2 / 2
+             ELSE coalesce(t.attn_work, 0) END AS attn_work
     FROM served s
     LEFT JOIN attention t USING (instance, k)
     WHERE s.prev_end IS NOT NULL

@@ -163,6 +163,7 @@ def calibrate(session: Session, settings: dict[str, SettingValue] | None = None)
         "merge_ns": STEP_MERGE_NS,
         "chunked": bool(first.value("chunked_prefill")),
         "budget": int(first.value("max_num_batched_tokens")),
+        "kv_tokens": int(first.value("kv_cache_tokens")),
     }
     sums = session.query(load("whatif_steps"), params)
     steps = fit_steps(sums)

@@ -11,6 +11,7 @@ import pytest
 import traceq
 from tests.otel_factory import MS, T0, RequestSpec, make_spans, write_otlp_json
 from traceq.dataset import Dataset
+from traceq.schema import DERIVED, TABLES
 
 
 def _spans(prefix: str, n: int = 3):
@@ -70,8 +71,11 @@ def test_manifest_records_each_source(tmp_path):
     day = "day=" + time.strftime("%Y-%m-%d", time.gmtime(T0 // 10**9))
     sid = entry["source_id"]
     assert entry["files"] == {
-        table: [f"{table}/{day}/{sid}.parquet"] for table in ("requests", "tokens", "spans")
+        **{table: [f"{table}/{day}/{sid}.parquet"] for table in ("requests", "tokens", "spans")},
+        # the rollups of the tokens (traceq/layout_rollups.py): flat, one file each
+        **{table: [f"{table}/{sid}.parquet"] for table in ("request_gaps", "gap_buckets")},
     }
+    assert set(entry["rows"]) == set(TABLES) - {"quarantine", *DERIVED}
     for rels in entry["files"].values():
         assert all((tmp_path / "ds" / rel).is_file() for rel in rels)
 

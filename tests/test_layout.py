@@ -72,7 +72,9 @@ def test_files_land_in_the_partition_of_their_day_and_instance(dataset: Path) ->
     assert sorted(p.name for p in dataset.iterdir()) == [
         ".lock",
         ".staging",
+        "gap_buckets",
         "manifest.json",
+        "request_gaps",
         "request_pick",
         "requests",
         "spans",

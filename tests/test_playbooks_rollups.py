@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.playbook_helpers import SAMPLES, ingest_folder
+from tests.rollup_helpers import without_rollups
 from traceq.playbooks import Options, diagnose, load_catalog, rollups
 from traceq.playbooks.rollups import materialise
 from traceq.playbooks.steps import Step, summary
@@ -49,6 +50,13 @@ PER_REQUEST = (
 @pytest.fixture(scope="module")
 def jitter(tmp_path_factory):
     return ingest_folder(SAMPLES / "client-jitter", tmp_path_factory.mktemp("j") / "cj.tq")
+
+
+@pytest.fixture(scope="module")
+def jitter_unrolled(jitter, tmp_path_factory):
+    """The sample as an older traceq wrote it: no rollups of its tokens, so the per-request
+    pass reads every chunk, in parts (traceq/playbooks/rollups.py)."""
+    return without_rollups(jitter, tmp_path_factory.mktemp("j") / "old.tq")
 
 
 def test_stall_counts_match_every_gap(jitter):
@@ -92,12 +100,12 @@ def test_tbt_jitter_figures_match_every_gap(jitter):
     assert "tbt-jitter" in summary(steps)
 
 
-def test_request_gaps_in_parts_are_the_views_rows(jitter, monkeypatch):
+def test_request_gaps_in_parts_are_the_views_rows(jitter_unrolled, monkeypatch):
     # a million requests run the per-request pass in parts by request-id range; force parts
     # of two requests here: what it feeds must be the views' rows, every request once
     monkeypatch.setattr(rollups, "REQUESTS_PER_PART", 2)
     monkeypatch.setattr(rollups, "_in_request_order", lambda *_: True)  # parts whatever the order
-    with Session(jitter) as s:
+    with Session(jitter_unrolled) as s:
         whole = [s.query(q) for q in PER_REQUEST]
         assert s.query("SELECT count(*) AS n FROM requests")["n"][0] > 4  # so several parts
         materialise(s)
@@ -106,7 +114,7 @@ def test_request_gaps_in_parts_are_the_views_rows(jitter, monkeypatch):
     assert all(p.equals(w) for p, w in zip(parts, whole, strict=True))
 
 
-def test_rollups_in_time_parts_are_the_views_rows(jitter, monkeypatch):
+def test_rollups_in_time_parts_are_the_views_rows(jitter_unrolled, monkeypatch):
     # in the day-partitioned layout (tokens in time order) both grouped passes run in parts by
     # time: requests by their first chunk, windows by the grid. Force parts of two requests and
     # of one window: the rows must be the views', the client's own chunks included
@@ -116,7 +124,7 @@ def test_rollups_in_time_parts_are_the_views_rows(jitter, monkeypatch):
     ran: list[bool] = []
     time_parts = rollups._time_parts
     monkeypatch.setattr(rollups, "_time_parts", lambda *a: ran.append(time_parts(*a)) or ran[-1])
-    with Session(jitter) as s:
+    with Session(jitter_unrolled) as s:
         whole = [s.query(q) for q in PER_REQUEST]
         windows = s.query("SELECT * FROM window_stats ORDER BY ts")
         assert s.query("SELECT count(*) AS n FROM client_token_gaps")["n"][0] > 0

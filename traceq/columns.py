@@ -9,11 +9,14 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from traceq.schema_rollups import LONG_GAPS
+
 DUCKDB_TYPES = {
     pl.Int64(): "BIGINT",
     pl.Float64(): "DOUBLE",
     pl.String(): "VARCHAR",
     pl.Boolean(): "BOOLEAN",
+    LONG_GAPS: "STRUCT(ts BIGINT, tbt_ns BIGINT)[]",
 }
 """The DuckDB type of each schema dtype (traceq/schema.py)."""
 

@@ -129,23 +129,66 @@ def _register_pick(
         con.register("_empty_request_pick", pl.DataFrame(schema=PICK_SCHEMA).to_arrow())
         con.table("_empty_request_pick").create_view("_request_pick")
         modes = {}
-    listed = {s["source_id"]: s for s in _listed(manifest, "tokens")}
+    for name, table, paths in token_views(manifest, modes):
+        located = [str(ds.path_of(rel)) for rel in paths]
+        if located:
+            rel = con.read_parquet(located, union_by_name=True, hive_partitioning=False)
+            rel.create_view(name)
+        else:
+            con.table(f"_empty_{table}").create_view(name)
+    return files
+
+
+def token_views(
+    manifest: dict[str, Any], modes: dict[str, dict[str, str]]
+) -> list[tuple[str, str, list[str]]]:
+    """(view, table, files) of every view over the chunks and rollups of the sources, by how
+    much of each source the pick keeps (`mode`, per role):
+
+    - `_tokens_<role>_<mode>`: `tokens` of every source (token_gaps, client_token_gaps);
+    - `_tokens_<role>_<mode>_unrolled`: `tokens` of the sources without rollups (written
+      before them, or whose chunks the rollups cannot stand for: traceq/layout_rollups.py),
+      whose per-request figures are computed from every chunk (rollups.sql, _request_chunks);
+    - `_gaps_<role>_<mode>`: `request_gaps` of the other sources;
+    - `_buckets_primary_all`: `gap_buckets` of those whose every chunk the views read
+      (primary mode `all`): kpi_latency's histogram of TBT sums them (views.sql, _tbt_stats).
+
+    traceq/spark/catalog.py registers the same views."""
+    listed = {s["source_id"]: s["files"] for s in _listed(manifest, "tokens")}
+    rolled = {sid for sid, f in listed.items() if "request_gaps" in f and "gap_buckets" in f}
+    out = []
     for role in PICK_ROLES:
         for mode in ("all", "some"):
-            name = f"_tokens_{role}_{mode}"
-            paths = [
-                str(ds.path_of(rel))
-                for sid, s in listed.items()
-                if modes.get(sid, {}).get(role) == mode
-                for rel in s["files"]["tokens"]
+            sids = [sid for sid in listed if modes.get(sid, {}).get(role) == mode]
+            unrolled = [sid for sid in sids if sid not in rolled]
+            out += [
+                (
+                    f"_tokens_{role}_{mode}",
+                    "tokens",
+                    [r for i in sids for r in listed[i]["tokens"]],
+                ),
+                (
+                    f"_tokens_{role}_{mode}_unrolled",
+                    "tokens",
+                    [r for i in unrolled for r in listed[i]["tokens"]],
+                ),
+                (
+                    f"_gaps_{role}_{mode}",
+                    "request_gaps",
+                    [r for i in sids if i in rolled for r in listed[i]["request_gaps"]],
+                ),
             ]
-            if paths:
-                con.read_parquet(paths, union_by_name=True, hive_partitioning=False).create_view(
-                    name
-                )
-            else:
-                con.table("_empty_tokens").create_view(name)
-    return files
+    all_primary = [
+        sid for sid in listed if sid in rolled and modes.get(sid, {}).get("primary") == "all"
+    ]
+    out.append(
+        (
+            "_buckets_primary_all",
+            "gap_buckets",
+            [r for i in all_primary for r in listed[i]["gap_buckets"]],
+        )
+    )
+    return out
 
 
 def _listed(manifest: dict[str, Any], table: str) -> list[dict[str, Any]]:

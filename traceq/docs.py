@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from traceq.sql import load
 
-VIEW_FILES = ("views", "crosswalk", "gpu", "rollups", "hops")
+VIEW_FILES = ("gap_bucket", "views", "crosswalk", "gpu", "request_gaps", "rollups", "hops")
 """The SQL files of the public views (`traceq/sql/<name>.sql`), in the order they are created:
 traceq/db.py runs them on every connection, traceq/spark/catalog.py renders them for Spark."""
 

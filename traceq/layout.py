@@ -39,6 +39,7 @@ from pathlib import Path
 
 import duckdb
 
+from traceq.layout_rollups import Rollups
 from traceq.schema import TABLES, empty
 from traceq.spill import ingest_memory, release_heap, spilling_duckdb
 from traceq.sql import load
@@ -130,17 +131,27 @@ def lay_out(
         con.read_parquet(str(t0)).create_view("_staged_tokens_t0")
         con.execute(load("layout"))
         for table in staged.keys() & PARTITION_TIME.keys():
-            write = _write_tokens if table == "tokens" else _write_days
-            out[table] = write(con, table, scratch / "laid" / table, name, instance)
+            if table == "tokens":
+                rollups = Rollups(con, scratch / "rollups")
+                out[table] = _write_tokens(con, scratch / "laid" / table, name, instance, rollups)
+                out.update(rollups.finish(name))
+            else:
+                out[table] = _write_days(con, table, scratch / "laid" / table, name, instance)
     return out
 
 
 def _write_tokens(
-    con: duckdb.DuckDBPyConnection, table: str, folder: Path, name: str, instance: str | None
+    con: duckdb.DuckDBPyConnection,
+    folder: Path,
+    name: str,
+    instance: str | None,
+    rollups: Rollups,
 ) -> dict[str, Path]:
     """Write `tokens` one day at a time, each day sorted in pieces of at most
     `TOKENS_PIECE_ROWS` chunks (whole minutes of first-chunk time, `_pieces`); a day of
-    several pieces is their files read back one after the other."""
+    several pieces is their files read back one after the other. Each piece's file is
+    summarised into the source's rollups as it is written (traceq/layout_rollups.py)."""
+    table = "tokens"
     minutes = con.sql(load("layout_tokens_minutes")).fetchall()
     piece = load("layout_tokens_piece")
     columns = [duckdb.ColumnExpression(c.name) for c in TABLES[table]]
@@ -155,6 +166,7 @@ def _write_tokens(
             # each piece's sort ends (and its spill is deleted) before the next begins
             sorted_piece = con.sql(piece, params={"lo": lo, "hi": hi}).select(*columns)
             sorted_piece.write_parquet(str(part), compression="zstd", row_group_size=rows)
+            rollups.add(part)
         if len(parts) > 1:
             day_rows = con.read_parquet([str(p) for p in parts])  # in the list's order
             day_rows.write_parquet(str(path), compression="zstd", row_group_size=rows)

@@ -14,9 +14,11 @@ from __future__ import annotations
 import polars as pl
 
 from traceq.schema_hops import HOP_TABLES, STITCHED
+from traceq.schema_rollups import ROLLUP_DOC, ROLLUP_TABLES
 from traceq.schema_types import BOOL, F64, I64, NS, STR, Column, _c
 
 __all__ = [
+    "DERIVED",
     "NS",
     "RAW_LIMIT",
     "SCHEMA_VERSION",
@@ -245,7 +247,12 @@ TABLES: dict[str, tuple[Column, ...]] = {
         _c("reason", STR, "", "Why the record was rejected."),
         _c("raw", STR, "", "The raw record, truncated to 512 characters."),
     ),
+    **ROLLUP_TABLES,
 }
+
+DERIVED = tuple(ROLLUP_TABLES)
+"""Tables traceq derives from a source's other tables when it lays them out (no reader writes
+them; not counted in a source's `rows`)."""
 
 RAW_LIMIT = 512
 
@@ -290,6 +297,8 @@ def render_markdown() -> str:
         "",
     ]
     for table, columns in TABLES.items():
+        if table == DERIVED[0]:
+            out += ROLLUP_DOC
         out += [f"## `{table}`", "", "| column | type | unit | meaning |", "|---|---|---|---|"]
         out += [f"| `{c.name}` | {c.dtype} | {c.unit} | {c.doc} |" for c in columns]
         out.append("")

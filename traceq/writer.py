@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from traceq import layout
 from traceq.columns import DUCKDB_TYPES
 from traceq.dataset import Dataset
-from traceq.schema import NS, TABLES, conform
+from traceq.schema import DERIVED, NS, TABLES, conform
 
 VIEW_ROW_GROUP_ROWS = 1 << 16
 """Rows of a row group of a staged file DuckDB writes (`write_view`): the Parquet writer holds
@@ -176,7 +176,7 @@ class SourceWriter:
         entry = {
             **entry,
             "source_id": self.source_id,
-            "rows": {t: self.rows.get(t, 0) for t in TABLES if t != "quarantine"},
+            "rows": {t: self.rows.get(t, 0) for t in TABLES if t not in ("quarantine", *DERIVED)},
             "quarantined": self.rows.get("quarantine", 0),
             "time_range": _time_range(self.t_min, self.t_max),
             "ingested_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -11,12 +11,14 @@ per-request rows stays in memory for the whole run, ~0.45 GB a million requests,
 costs memory only while a query reads it (docs/PERFORMANCE.md, "Diagnose peak RSS").
 `Session.query` stays read-only.
 
-The two grouped passes over every chunk gap, per request (`_request_gaps`) and per window
-(`_window_tbt`), run in parts, one file each: their quantile states hold every gap of the rows
-in the pass (DuckDB keeps them outside its memory limit, about 17 bytes a gap), so one pass
-over a million requests took 1.1 GB and ten million would not fit (docs/PERFORMANCE.md,
-"Diagnose"). A part must read only its own row groups, so how the parts are cut follows the
-dataset's order:
+The per-request rows of the sources with rollups are the `request_gaps` rows written at
+ingest (traceq/layout_rollups.py), copied whole. The two grouped passes over chunk gaps, per
+request (`_request_gaps_computed`, only the sources without rollups: none in a dataset
+written by this traceq) and per window (`_window_tbt`), run in parts, one file each: their
+quantile states hold every gap of the rows in the pass (DuckDB keeps them outside its memory
+limit, about 17 bytes a gap), so one pass over a million requests took 1.1 GB and ten million
+would not fit (docs/PERFORMANCE.md, "Diagnose"). A part must read only its own row groups, so
+how the parts are cut follows the dataset's order:
 
 - tokens in time order (the day-partitioned layout, traceq/layout.py): parts by time
   (traceq/sql/rollups_time_parts.sql), requests by the time of their first chunk
@@ -166,11 +168,15 @@ def _fill_in_parts(
 
 
 def _fill_request_gaps(session: Session, time_order: bool, files: _Files) -> None:
-    """Write `_request_gaps` part by part (module docstring)."""
+    """Write `_request_gaps`: the rows written at ingest whole, the rows computed from the
+    chunks of sources without them part by part (module docstring)."""
     name = "_request_gaps"
-    count, _, sample = _statements(session, "rollups_request_parts")
+    count, _, sample, unrolled = _statements(session, "rollups_request_parts")
+    by_range, null_ids, stored = _statements(session, "rollups_request_gaps")
+    _run(session, name, stored, files.next(name))
+    if _run(session, name, unrolled).fetchone()[0] == 0:
+        return
     parts = max(1, math.ceil(_run(session, name, count).fetchone()[0] / REQUESTS_PER_PART))
-    by_range, null_ids = _statements(session, "rollups_request_gaps")
     if not (parts > 1 and time_order and _time_parts(session, parts, files)):
         bounds: list[str] = []
         if parts > 1 and not time_order:
@@ -220,7 +226,7 @@ def materialise(session: Session) -> dict[str, float]:
     set_folder, files_macro, *copies = _statements(session, "rollups_materialise")
     whole = dict(zip((n for n in ROLLUPS if n not in _IN_PARTS), copies, strict=True))
     views = _statements(session, "rollups_store")
-    _, order, _ = _statements(session, "rollups_request_parts")
+    _, order, _, _ = _statements(session, "rollups_request_parts")
     try:
         time_order = not _in_request_order(session, order)
         _run(session, "rollups", set_folder, {"dir": str(folder)})

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from traceq import pick
-from traceq.db import PICK_ROLES, PICK_SCHEMA, sources_frame
+from traceq.db import PICK_SCHEMA, sources_frame, token_views
 from traceq.docs import VIEW_FILES
 from traceq.remote import AnyDataset, RemoteDataset, open_dataset
 from traceq.schema import TABLES, empty
@@ -86,16 +86,9 @@ def register(
         pick_rows = spark.read.schema(_pick_schema(spark)).parquet(uri(pick_file))
         pick_rows.createOrReplaceTempView("_request_pick")
         modes = entry["sources"]
-    tokens = {s["source_id"]: s for s in manifest["sources"] if "tokens" in s.get("files", {})}
-    for role in PICK_ROLES:
-        for mode in ("all", "some"):
-            paths = [
-                uri(path)
-                for sid, s in tokens.items()
-                if modes.get(sid, {}).get(role) == mode
-                for path in _source_files(ds, s, "tokens")
-            ]
-            _parquet(spark, "tokens", paths).createOrReplaceTempView(f"_tokens_{role}_{mode}")
+    for name, table, rels in token_views(manifest, modes):
+        paths = [uri(ds.path_of(rel)) for rel in rels]
+        _parquet(spark, table, paths).createOrReplaceTempView(name)
     skipped: dict[str, str] = {}
     with _analysed_views(spark):
         views = view_sql(lambda v: spark.table(v).columns, spark, skipped)
@@ -157,13 +150,6 @@ def _analysed_views(spark: SparkSession) -> Iterator[None]:
             spark.conf.unset(STORE_ANALYSED_VIEWS)
         else:
             spark.conf.set(STORE_ANALYSED_VIEWS, before)
-
-
-def _source_files(ds: AnyDataset, source: dict[str, Any], table: str) -> list[Path | str]:
-    """The files of one source's table, each checked by `Dataset.path_of` (a manifest lists
-    one path per table, or a list of partition files)."""
-    rels = source["files"][table]
-    return [ds.path_of(rel) for rel in (rels if isinstance(rels, list) else [rels])]
 
 
 def _first_line(exc: BaseException) -> str:

@@ -147,34 +147,12 @@ SELECT
     t0 // (w_s * 1000000000) * (w_s * 1000000000) AS grid_start
 FROM sized;
 
--- Internal (not public views): the chunk gaps that the two grouped passes read, _request_gaps
--- (per request) and _window_tbt (per window). Here every chunk gap; `traceq diagnose` fills
--- both rollups one part at a time on DuckDB, with a temporary view of the same name holding
--- one part's chunks (traceq/sql/rollups_time_parts.sql), because the quantile states of one
--- pass over every chunk grow with the dataset (docs/PERFORMANCE.md, "Diagnose").
-CREATE OR REPLACE VIEW _request_chunks AS SELECT * FROM chunk_gaps;
-
+-- Internal (not a public view): the chunk gaps that the per-window pass, _window_tbt, reads:
+-- every chunk gap. `traceq diagnose` fills it one part at a time on DuckDB, with a temporary
+-- view of the same name holding one part's chunks (traceq/sql/rollups_time_parts.sql), because
+-- the quantile states of one pass over every chunk grow with the dataset (docs/PERFORMANCE.md,
+-- "Diagnose"). The per-request rows, _request_gaps, are in traceq/sql/request_gaps.sql.
 CREATE OR REPLACE VIEW _window_chunks AS SELECT * FROM chunk_gaps;
-
--- Internal (not a public view; indented so that traceq/docs.py reads past it): request_tbt
--- without the stall count, one grouped pass over every chunk (both percentiles from one list
--- quantile: one sort per request), which also collects the request's gaps of 100 ms and more
--- (long_gaps) so that gap_stalls needs no second pass; gap_context reads the median here,
--- request_tbt adds the stalls.
-CREATE OR REPLACE VIEW _request_gaps AS (
-    SELECT
-        request_id,
-        source_id,
-        any_value(view) AS view,
-        count(tbt_ms) AS n_gaps,
-        quantile_cont(tbt_ms, [0.5, 0.99]) AS tbt_q,
-        max(tbt_ms) AS mx,
-        min(ts) AS t_first,
-        max(ts) AS t_last,
-        list({'ts': ts, 'tbt_ns': tbt_ns}) FILTER (WHERE tbt_ns >= 100000000) AS long_gaps
-    FROM _request_chunks
-    GROUP BY request_id, source_id
-);
 
 -- @view gap_context
 -- One row per chunk gap (token_gaps rows with a gap) with what else happened meanwhile:

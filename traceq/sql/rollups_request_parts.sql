@@ -15,3 +15,10 @@ FROM (
 -- bounds give the same rows (rollups_request_gaps.sql); the sample only evens out the parts.
 SELECT quantile_disc(request_id, $quantiles) AS bounds
 FROM (SELECT request_id FROM requests USING SAMPLE reservoir(10000 ROWS) REPEATABLE (1));
+-- 4. The chunks of the sources without rollups, whose per-request rows are computed
+-- (rollups.sql, _request_chunks; traceq/db.py, token_views): none, and there is no pass.
+SELECT
+    (SELECT count(*) FROM _tokens_primary_all_unrolled)
+    + (SELECT count(*) FROM _tokens_primary_some_unrolled)
+    + (SELECT count(*) FROM _tokens_client_all_unrolled)
+    + (SELECT count(*) FROM _tokens_client_some_unrolled) AS chunks;

@@ -34,11 +34,12 @@ SET VARIABLE traceq_part_ts_hi = (
     SELECT max(t1) FROM _request_span
     WHERE t0 >= getvariable('traceq_part_t0_lo') AND t0 < getvariable('traceq_part_t0_hi')
 );
--- 5. The part's chunk gaps, in place of every chunk gap (traceq/sql/rollups.sql,
--- _request_chunks): a temporary view shadows the view of the same name for _request_gaps.
+-- 5. The part's chunk gaps, in place of every chunk gap of the sources without rollups
+-- (traceq/sql/rollups.sql, _request_chunks): a temporary view shadows the view of the same
+-- name for _request_gaps_computed.
 CREATE OR REPLACE TEMP VIEW _request_chunks AS
 SELECT c.*
-FROM memory.main.chunk_gaps AS c
+FROM memory.main._request_chunks AS c
 SEMI JOIN _request_span AS s
     ON s.request_id = c.request_id
     AND s.t0 >= getvariable('traceq_part_t0_lo')
@@ -47,7 +48,7 @@ WHERE c.ts BETWEEN getvariable('traceq_part_ts_lo') AND getvariable('traceq_part
 -- 6. The part's rows, to the part's file (requests with an id; those without one are a part of
 -- their own, rollups_request_gaps.sql).
 COPY (
-    SELECT * FROM memory.main._request_gaps WHERE request_id IS NOT NULL
+    SELECT * FROM memory.main._request_gaps_computed WHERE request_id IS NOT NULL
 ) TO $path (FORMAT parquet, COMPRESSION uncompressed);
 -- 7. Every chunk gap again.
 DROP VIEW IF EXISTS temp.main._request_chunks;

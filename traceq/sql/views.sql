@@ -27,16 +27,6 @@
 -- the same percentile to the last bit or one unit in it (DuckDB's build may fuse the multiply
 -- and the add, which SQL cannot; tests/test_views_pick.py).
 
--- Order-keeping bucket of a gap a >= 0 (ns): 64 ns wide below 1 ms (2^20 ns), 65 µs wide
--- below 1.07 s (2^30 ns), 67 ms wide above; a larger gap never gets a smaller bucket. At most
--- 16 k buckets below 1 s; a bucket near a TBT percentile holds a few % of the gaps at most.
-CREATE OR REPLACE MACRO _gap_bucket(a) AS
-    CASE
-        WHEN a < 1048576 THEN a >> 6
-        WHEN a < 1073741824 THEN 16384 + (a >> 16)
-        ELSE 32768 + (a >> 26)
-    END;
-
 -- Tokens of the rows that stand for their requests (request_phases), each chunk once.
 CREATE OR REPLACE VIEW _primary_tokens AS
 SELECT * FROM _tokens_primary_all
@@ -67,13 +57,43 @@ CREATE OR REPLACE VIEW _tbt_buckets AS
 SELECT x, CASE WHEN x < 0 THEN -1 - _gap_bucket(-x) ELSE _gap_bucket(x) END AS b
 FROM (SELECT gap_ns AS x FROM _primary_tokens WHERE gap_ns IS NOT NULL);
 
--- TBT over token_gaps (n, mean, the four percentiles, max), the
--- percentiles exact in bounded memory (see _gap_bucket above). _tbt_buckets is read
--- twice (a view, not a CTE, so that its rows are streamed, never held).
+-- The gaps of _tbt_buckets whose source has no stored gap_buckets to stand for them: the
+-- sources whose every chunk token_gaps reads but which have no rollups (traceq/db.py,
+-- token_views), and those whose chunks are picked request by request.
+CREATE OR REPLACE VIEW _tbt_buckets_unrolled AS
+SELECT x, CASE WHEN x < 0 THEN -1 - _gap_bucket(-x) ELSE _gap_bucket(x) END AS b
+FROM (
+    SELECT gap_ns AS x FROM _tokens_primary_all_unrolled WHERE gap_ns IS NOT NULL
+    UNION ALL
+    SELECT t.gap_ns
+    FROM _tokens_primary_some AS t
+    SEMI JOIN _request_pick AS p
+        ON p.is_primary
+        AND p.source_id = t.source_id
+        AND p.request_id = t.request_id
+        AND p.view = t.view
+    WHERE t.gap_ns IS NOT NULL
+);
+
+-- TBT over token_gaps (n, mean, the four percentiles, max), the percentiles exact in bounded
+-- memory (_gap_bucket: traceq/sql/gap_bucket.sql). The histogram sums the bucket counts
+-- written at ingest (gap_buckets, of the sources whose every chunk token_gaps reads) with
+-- those of the other gaps (_tbt_buckets_unrolled); counts, minima, maxima and integer sums
+-- add exactly, so it is the histogram of every gap. Only the buckets that hold a wanted rank
+-- are then read from every chunk (_tbt_buckets, a view, not a CTE, so that its rows are
+-- streamed, never held).
 CREATE OR REPLACE VIEW _tbt_stats AS
 WITH histogram AS MATERIALIZED (
-    SELECT b, count(*) AS c, min(x) AS lo, max(x) AS hi, sum(x) AS total_ns
-    FROM _tbt_buckets
+    SELECT
+        b, CAST(sum(c) AS BIGINT) AS c, min(lo) AS lo, max(hi) AS hi, sum(total_ns) AS total_ns
+    FROM (
+        SELECT bucket AS b, n AS c, lo_ns AS lo, hi_ns AS hi, sum_ns AS total_ns
+        FROM _buckets_primary_all
+        UNION ALL
+        SELECT b, count(*) AS c, min(x) AS lo, max(x) AS hi, sum(x) AS total_ns
+        FROM _tbt_buckets_unrolled
+        GROUP BY b
+    )
     GROUP BY b
 ),
 -- the mean from the exact integer sum (avg over doubles differs from it in the last bits,
@@ -450,7 +470,8 @@ JOIN interpolated AS i ON i.k = t.k;
 -- token_gaps, so the same rows as request_phases. The percentiles are quantile_cont's (to the
 -- last bit or one unit in it), found in memory that does not grow with the requests or the
 -- chunks: a histogram, then only the values near each percentile (two scans of
--- request_phases and two of token_gaps).
+-- request_phases; one of token_gaps, whose histogram is summed from the gap_buckets table
+-- written at ingest where a source has it).
 CREATE OR REPLACE VIEW kpi_latency AS
 WITH stats AS (
     SELECT k, s FROM _request_stats

@@ -29,6 +29,7 @@ FIRES = {
     "fixed-length": {"unrealistic-load": None},
     "errors": {"error-rate": "timeouts"},
     "low-prefix-reuse": {"ttft-prefill": "prefix-cache-off"},
+    "disaggregated": {"error-rate": "not-served"},
 }
 
 # playbooks whose faults no single synth scenario injects: their fires cases run on real logs
@@ -51,6 +52,7 @@ ROOT = {
     "fixed-length": "unrealistic-load",
     "errors": "error-rate",
     "low-prefix-reuse": "ttft-prefill",
+    "disaggregated": "error-rate",
 }
 
 # playbook → scenarios where it must stay quiet (besides healthy, where all must)

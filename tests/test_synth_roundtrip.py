@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 import traceq
 from traceq.cli import cli
-from traceq.synth import FILES, SAMPLE_SCENARIOS, generate, scenario
+from traceq.synth import FILES, generate, scenario
 from traceq.synth.sim import Collect, simulate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -128,12 +128,12 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
 
 
 def test_committed_sample_traces_regenerate_bit_for_bit(tmp_path):
-    from traceq.synth.samples import regenerate
+    from traceq.synth.samples import SAMPLE_FOLDERS, regenerate
 
     regenerate(tmp_path)
     committed = ROOT / "sample_traces"
-    assert sorted(p.name for p in committed.iterdir() if p.is_dir()) == sorted(SAMPLE_SCENARIOS)
-    for name in SAMPLE_SCENARIOS:
+    assert sorted(p.name for p in committed.iterdir() if p.is_dir()) == sorted(SAMPLE_FOLDERS)
+    for name in SAMPLE_FOLDERS:
         assert _digest(committed / name) == _digest(tmp_path / name), name
     total = sum(p.stat().st_size for p in committed.rglob("*") if p.is_file())
     assert total <= 20 << 20

@@ -34,7 +34,7 @@ from traceq.synth.variants import (
     with_window,
 )
 from traceq.synth.write_conventions import CONVENTIONS, DISAGG_CONVENTIONS
-from traceq.synth.write_disagg import LOST_ERROR, LOST_EVERY, DisaggWriter
+from traceq.synth.write_disagg import LOST_ERROR, LOST_EVERY, PRODUCER_NAMES, DisaggWriter
 from traceq.synth.write_gpu import GpuWriter
 from traceq.synth.write_otlp import OtlpWriter
 from traceq.synth.write_vllm_log import VllmLogWriter
@@ -233,6 +233,14 @@ def _disaggregated(sc: Scenario, seed: int, out: Path, convention: str) -> dict:
     labels = _labels(sc, seed, info, summary, ["otlp", "labels"], [lost] if truth["lost"] else [])
     labels["otel_convention"] = convention
     labels["disagg"] = truth
+    traffic = sc.description.split(". ")[0].rstrip(".")  # its first sentence: the workload
+    labels["description"] = (
+        f"A routed, disaggregated deployment traced by {PRODUCER_NAMES[convention]} "
+        f"({truth['gateway']}, {len(truth['prefill_pool'])} prefill and "
+        f"{len(truth['decode_pool'])} decode workers): the clock of "
+        f"{', '.join(truth['skew']['instances'])} runs {truth['skew']['offset_ms']:.1f} ms ahead "
+        f"and 1 request in {LOST_EVERY} fails at the gateway. Traffic: {traffic}."
+    )
     return labels
 
 

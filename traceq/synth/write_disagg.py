@@ -43,6 +43,7 @@ SKEWED_DECODE = 1  # the decode worker whose host's clock runs ahead
 SKEW_NS = 7_300_413  # several ms, not a round number
 LOST_EVERY = 16  # the request of arrival index i fails at the gateway when (i + seed) % 16 == 0
 LOST_ERROR = {"dynamo": "503 Service Unavailable", "llmd": "no healthy upstream"}
+PRODUCER_NAMES = {"dynamo": "NVIDIA Dynamo", "llmd": "llm-d with vLLM"}
 SPANS_PER_LINE = 256  # spans of one process per export request, as a batch processor sends
 
 

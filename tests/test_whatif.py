@@ -21,6 +21,7 @@ from traceq.synth import SCENARIOS, generate, scenario
 from traceq.synth.config import Scenario, WorkloadConfig
 from traceq.synth.sim import Collect, simulate
 from traceq.whatif import SCHEMA_VERSION, whatif
+from traceq.whatif.calibrate import FrontFit, fit_front
 
 REQUESTS = 300
 NO_TPOT_SLO = {"ttft_ms": 1000.0, "tpot_ms": None}
@@ -218,18 +219,41 @@ def test_a_preemption_storm_back_tests_and_predicts_a_larger_cache(root: Path) -
     assert _rel(doubled.tpot_ms.p50, truth.tpot_p50) <= 0.15
 
 
-def test_a_throttled_gpu_is_marked_low_confidence(root: Path) -> None:
-    """A GPU whose steps run 3× slower for 40 % of the run: the model has one step cost for
-    the whole run, so the back-test misses and says so, in text and JSON."""
+def test_a_throttled_gpu_back_tests_on_its_speed_timeline(root: Path) -> None:
+    """A GPU whose steps run 3× slower for 40 % of the run: the fit finds the slow windows
+    (traceq/whatif/speed.py) and the back-test replays them, so it holds its bound; one step
+    cost for the whole run would miss."""
     sc = scenario("gpu-throttle", requests=150)
     sc = replace(sc, faults=replace(sc.faults, throttle_factor=3.0))
     dataset = _ingest(sc, root, "throttle")
+    result = _whatif(dataset, rates=[1.0])
+    errors = result.calibration.backtest.errors()
+    for key in ("ttft_p50", "ttft_p99", "tpot_p50"):
+        assert abs(errors[key]) <= 0.20, (key, errors[key])
+    speed = result.to_dict()["calibration"]["gpu_speed"]
+    assert speed is not None
+    assert speed["slowest"] / speed["fastest"] == pytest.approx(3.0, rel=0.1)
+
+
+def test_a_back_test_outside_its_bound_is_marked_low_confidence(root: Path) -> None:
+    """Requests that timed out are not replayed (they have no first token to calibrate on),
+    so the back-test's TTFT p99 misses and says so, in text and JSON."""
+    dataset = _ingest("errors", root, "errors", requests=150)
     result = _whatif(dataset, rates=[1.0])
     assert result.low_confidence
     doc = result.to_dict()
     assert doc["low_confidence"] and doc["calibration"]["backtest"]["outside_bound"]
     text = CliRunner().invoke(cli, ["whatif", str(dataset)]).output
     assert "LOW CONFIDENCE" in text
+
+
+def test_a_front_cost_all_per_token_keeps_its_slope() -> None:
+    """slow-tokenizer's sample: 150 µs a prompt token fits −11 ms + 162 µs a token; the line
+    through the origin keeps what long prompts cost, a constant median would not."""
+    row = {"base_ns": -1.1e7, "per_token_ns": 1.62e5, "origin_per_token_ns": 1.556e5,
+           "median_ns": 1.676e8}  # fmt: skip
+    assert fit_front(row) == FrontFit(0.0, 1.556e-4, 0.1676)
+    assert fit_front(row | {"per_token_ns": -1.0}) == FrontFit(0.1676, 0.0, 0.1676)
 
 
 # -- the command ---------------------------------------------------------------------------

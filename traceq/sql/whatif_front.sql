@@ -4,7 +4,9 @@
 -- the successful server requests that found the front idle (the request before them on their
 -- instance had reached the queue when they arrived), so a burst's wait for the tokenizer is
 -- not taken for its cost: the replay queues requests on its own tokenizer. Of requests that
--- arrived together, the one that reached the queue first was served first.
+-- arrived together, the one that reached the queue first was served first. The slope of the
+-- line through the origin is the fit when the intercept comes out negative (a tokenizer whose
+-- cost is all per token, measured with noise).
 WITH f AS (
     SELECT
         t_arrival,
@@ -31,6 +33,8 @@ idle AS (
 SELECT
     regr_intercept(front_ns, prompt_tokens) AS base_ns,
     regr_slope(front_ns, prompt_tokens) AS per_token_ns,
+    sum(prompt_tokens::DOUBLE * front_ns) / sum(prompt_tokens::DOUBLE * prompt_tokens)
+        AS origin_per_token_ns,
     median(front_ns) AS median_ns,
     count(*) AS n
 FROM idle

@@ -1,8 +1,9 @@
 -- `traceq whatif` (traceq/whatif/calibrate.py): the engine steps of each instance rebuilt from
--- chunk times, summed into the normal equations of the step-time fit (one row per instance):
--- y = seconds between stamps, x = (engine steps, decoding requests, KV tokens held when
--- decoding, prefill tokens, prefill tokens × their context), the terms traceq/synth/engine.py
--- charges a step.
+-- chunk times, summed into the normal equations of the step-time fit: y = seconds between
+-- stamps, x = (engine steps, decoding requests, KV tokens held when decoding, prefill tokens,
+-- prefill tokens × their context), the terms traceq/synth/engine.py charges a step. One row
+-- per instance and $window_ns window of step ends (window_start: the window's start, ns), so
+-- a GPU whose speed changed over the run shows it (traceq/whatif/speed.py).
 --
 -- Steps: vLLM streams one token per running request per step, so the chunk stamps of one
 -- instance are the ends of its steps (stamps closer than $merge_ns are one step); a step's
@@ -271,6 +272,7 @@ attention AS (  -- each segment's tokens × their context (its item's cached and
 x AS (
     SELECT
         s.instance,
+        s.ts_end // $window_ns * $window_ns AS window_start,
         (s.ts_end - greatest(s.prev_end, coalesce(s.t_admit, s.prev_end))) / 1e9 AS y,
         CASE WHEN $chunked AND s.n_dec = 0
              THEN greatest(1, ceil((s.p_k - s.p_prev) / $budget)) ELSE 1 END AS n_steps,
@@ -287,6 +289,7 @@ x AS (
 )
 SELECT
     instance,
+    window_start,
     count(*) AS steps,
     sum(n_steps * n_steps) AS xx_00,
     sum(n_steps * n_dec) AS xx_01,
@@ -314,5 +317,5 @@ SELECT
     max(n_dec + prefill_tokens / n_steps) AS max_step_tokens,
     max(y) AS max_step_s
 FROM x
-GROUP BY instance
-ORDER BY instance
+GROUP BY instance, window_start
+ORDER BY instance, window_start

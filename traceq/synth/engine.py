@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from traceq.synth.arrivals import Arrival, rng
 from traceq.synth.config import EngineConfig, FaultConfig
@@ -34,11 +34,13 @@ class Engine:
         faults: FaultConfig,
         t_ready: int,
         throttle: tuple[int, int] | None,
+        speed: Callable[[int], float] | None = None,
     ):
         self.cfg = cfg
         self.faults = faults
         self.t_ready = t_ready  # "Application startup complete"
         self.throttle = throttle or (0, 0)  # ns since the epoch: step cost × throttle_factor
+        self.speed = speed  # step cost × speed(t): a measured timeline of the GPU's speed
         self.T: list[int] = []  # end time of each decode step, from step index T_base on
         self.T_base = 0
         self.D = 0  # decode steps so far (absolute index of the next one)
@@ -65,6 +67,8 @@ class Engine:
         throttled = self.faults.throttle_factor != 1.0 and self.throttle[0] <= t < self.throttle[1]
         if throttled:
             f *= self.faults.throttle_factor
+        if self.speed is not None:
+            f *= self.speed(t)
         return f, throttled
 
     def _cost(self, t: int, n_dec: int, chunks: list[tuple[Request, int]]) -> tuple[int, bool]:

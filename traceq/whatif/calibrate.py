@@ -101,25 +101,39 @@ def nonnegative_fit(xx: np.ndarray, xy: np.ndarray) -> np.ndarray:
     return coef
 
 
-def fit_steps(sums: pl.DataFrame) -> StepFit | None:
-    """The step-time fit over every instance's steps (one row per instance of sums); None
-    when no step was rebuilt."""
-    if sums.height == 0:
-        return None
-    total = sums.select(pl.all().exclude("instance").cast(pl.Float64).sum()).row(0, named=True)
-    steps = int(total["steps"] or 0)
-    if steps == 0:
-        return None
+def normal_equations(sums: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """XᵀX and Xᵀy of each row of whatif_steps.sql's sums: shapes (rows, terms, terms) and
+    (rows, terms)."""
     n = len(TERMS)
-    xx = np.zeros((n, n))
+    xx = np.zeros((sums.height, n, n))
     for i in range(n):
         for j in range(i, n):
-            xx[i, j] = xx[j, i] = total[f"xx_{i}{j}"] or 0.0
-    xy = np.array([total[f"xy_{i}"] or 0.0 for i in range(n)])
-    yy = total["yy"] or 0.0
+            col = sums[f"xx_{i}{j}"].cast(pl.Float64).fill_null(0.0).to_numpy()
+            xx[:, i, j] = xx[:, j, i] = col
+    xy = np.stack(
+        [sums[f"xy_{i}"].cast(pl.Float64).fill_null(0.0).to_numpy() for i in range(n)], axis=1
+    )
+    return xx, xy
+
+
+def fit_steps(sums: pl.DataFrame, speed: np.ndarray | None = None) -> StepFit | None:
+    """The step-time fit over every instance's steps (one row of sums per instance and
+    window); with `speed` (one factor per row of sums), a step of that row costs the fitted
+    terms × its factor. None when no step was rebuilt."""
+    if sums.height == 0:
+        return None
+    steps = int(sums["steps"].sum() or 0)
+    if steps == 0:
+        return None
+    f = np.ones(sums.height) if speed is None else speed
+    xx_rows, xy_rows = normal_equations(sums)
+    xx = np.einsum("r,rij->ij", f * f, xx_rows)
+    xy = f @ xy_rows
+    yy = float(sums["yy"].cast(pl.Float64).sum() or 0.0)
+    y_sum = float(sums["y_sum"].cast(pl.Float64).sum() or 0.0)
     coef = nonnegative_fit(xx, xy)
     sse = max(0.0, yy - 2 * coef @ xy + coef @ xx @ coef)
-    sst = yy - (total["y_sum"] or 0.0) ** 2 / steps
+    sst = yy - y_sum**2 / steps
     maxes = sums.select(
         pl.col("max_decode").max(), pl.col("max_step_tokens").max(), pl.col("max_step_s").max()
     ).row(0)
@@ -135,10 +149,17 @@ def fit_steps(sums: pl.DataFrame) -> StepFit | None:
 
 
 def fit_front(row: dict[str, Any]) -> FrontFit:
-    """The front fit from whatif_front.sql's row; a negative intercept or slope (noise on a
-    short run) falls back to the median as a constant."""
+    """The front fit from whatif_front.sql's row, both terms ≥ 0: a negative intercept with
+    a positive slope (a cost all per token, measured with noise) keeps the slope of the line
+    through the origin, since a constant would lose what long prompts cost and the wait behind
+    them; a negative slope (noise on a short run) falls back to the median as a constant."""
     median = (row.get("median_ns") or 0) / 1e9
     base, slope = row.get("base_ns"), row.get("per_token_ns")
-    if base is None or slope is None or base < 0 or slope < 0:
+    if base is None or slope is None or slope < 0:
         return FrontFit(median, 0.0, median)
+    if base < 0:
+        origin = row.get("origin_per_token_ns")
+        if origin is None or origin <= 0:
+            return FrontFit(median, 0.0, median)
+        return FrontFit(0.0, origin / 1e9, median)
     return FrontFit(base / 1e9, slope / 1e9, median)

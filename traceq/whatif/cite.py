@@ -107,7 +107,9 @@ def predict(cal: Calibrated, bt: BackTest, spec: Prediction) -> str:
     if changed is None:
         return ""
     rate = cal.model.workload.rate_rps
-    outcome = replay(cal.model, changed, rate, 0, DEFAULT_SLO, DEFAULT_GPU_HOUR_USD, "cited")
+    outcome = replay(
+        cal.model, changed, rate, 0, DEFAULT_SLO, DEFAULT_GPU_HOUR_USD, "cited", observed_speed=True
+    )
     values = figures(outcome, bt.predicted, bt.observed)
     values["setting"] = ", ".join(pairs)
     text = fmt(spec.says, values)

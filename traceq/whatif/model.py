@@ -20,6 +20,7 @@ import numpy as np
 
 from traceq.whatif.calibrate import FrontFit, StepFit
 from traceq.whatif.limits import Limit, Limits, SettingValue
+from traceq.whatif.speed import Speed
 from traceq.whatif.workload import Workload
 
 SCHEMA_VERSION = 1
@@ -302,10 +303,12 @@ class Calibration:
     workload: Workload
     instances: list[str]
     backtest: BackTest
+    speed: Speed | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "step_time": self.steps.to_dict(),
+            "gpu_speed": self.speed.to_dict() if self.speed else None,
             "front": self.front.to_dict(),
             "instances": self.instances,
             "engine_version": self.limits.version,

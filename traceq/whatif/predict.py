@@ -25,12 +25,12 @@ from traceq.whatif.calibrate import (
     MIN_STEPS,
     STEP_MERGE_NS,
     fit_front,
-    fit_steps,
 )
 from traceq.whatif.limits import Limits, Peaks, SettingError, SettingValue, read_limits
 from traceq.whatif.model import BackTest, Calibration, Observed, Outcome, WhatIf
 from traceq.whatif.replay import Model, replay
 from traceq.whatif.search import max_rate, plan
+from traceq.whatif.speed import SPEED_WINDOW_NS, fit_with_speed
 from traceq.whatif.workload import MAX_REPLAY_REQUESTS, Workload
 
 DEFAULT_ATTAINMENT = 0.95
@@ -95,6 +95,7 @@ def whatif(
         model.workload,
         cal.instances,
         backtest(cal, observe(session, slo), slo, gpu_hour_usd),
+        model.speed,
     )
     rate0 = model.workload.rate_rps
     changed = limits.with_settings(settings) if settings else None
@@ -164,9 +165,10 @@ def calibrate(session: Session, settings: dict[str, SettingValue] | None = None)
         "chunked": bool(first.value("chunked_prefill")),
         "budget": int(first.value("max_num_batched_tokens")),
         "kv_tokens": int(first.value("kv_cache_tokens")),
+        "window_ns": SPEED_WINDOW_NS,
     }
     sums = session.query(load("whatif_steps"), params)
-    steps = fit_steps(sums)
+    steps, speed = fit_with_speed(sums)
     n_steps = steps.steps if steps else 0
     if steps is None or n_steps < MIN_STEPS or timed < MIN_REQUESTS:
         raise WhatIfInputError(
@@ -179,8 +181,8 @@ def calibrate(session: Session, settings: dict[str, SettingValue] | None = None)
     front = fit_front(session.query(load("whatif_front")).row(0, named=True))
     rows = session.query(load("whatif_requests"), {"limit": MAX_REPLAY_REQUESTS})
     workload = Workload.from_frame(rows, timed)
-    instances = sorted(str(i) for i in sums["instance"].to_list())
-    return Calibrated(Model(steps, front, workload), limits, instances)
+    instances = sorted({str(i) for i in sums["instance"].to_list()})
+    return Calibrated(Model(steps, front, workload, speed), limits, instances)
 
 
 def observe(session: Session, slo: dict[str, float | None], tbt: bool = True) -> Observed:
@@ -199,7 +201,9 @@ def backtest(
 ) -> BackTest:
     """The observed rate and settings replayed (seed 0) beside the run's own KPIs."""
     rate0 = cal.model.workload.rate_rps
-    predicted = replay(cal.model, cal.limits, rate0, 0, slo, gpu_hour_usd, "back-test")
+    predicted = replay(
+        cal.model, cal.limits, rate0, 0, slo, gpu_hour_usd, "back-test", observed_speed=True
+    )
     return BackTest(observed, predicted)
 
 

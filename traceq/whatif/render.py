@@ -14,6 +14,7 @@ from traceq.render import render_frame
 from traceq.whatif.limits import KNOBS, Limit, SettingValue
 from traceq.whatif.model import Capacity, Outcome, Quantiles, WhatIf
 from traceq.whatif.search import MIN_FACTOR
+from traceq.whatif.speed import Speed
 
 
 def ms(v: float | None) -> str:
@@ -116,6 +117,18 @@ def _count(n: int | None, noun: str) -> str:
     return "none" if n is None else f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
+def _speed(speed: Speed | None) -> list[str]:
+    """The GPU's speed timeline, where it changed over the run (traceq/whatif/speed.py)."""
+    if speed is None:
+        return []
+    d = speed.to_dict()
+    return [
+        f"  GPU speed changed over the run: step costs × {d['fastest']:.2f} – "
+        f"{d['slowest']:.2f} by {d['window_s']:.0f} s window; the run as it was replays "
+        "them, other scenarios run at × 1"
+    ]
+
+
 def _calibration(r: WhatIf) -> list[str]:
     cal = r.calibration
     t = cal.steps.terms
@@ -131,6 +144,7 @@ def _calibration(r: WhatIf) -> list[str]:
         f" + {ms(t['decode_per_seq_s'] * 1e3)} per decoding request"
         f" + {ms(t['decode_per_kv_token_s'] * 1e6)} per 1,000 KV tokens held"
         f" + {ms(t['prefill_per_token_s'] * 1e6)} per 1,000 prefill tokens",
+        *_speed(cal.speed),
         f"  arrival to queue: {ms(cal.front.base_s * 1e3)}"
         f" + {cal.front.per_token_s * 1e6:.2f} µs per prompt token",
         f"  workload: {rate(wl.rate_rps)}, burstiness {wl.burstiness:.2f} (1 = Poisson), "

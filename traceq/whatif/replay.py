@@ -18,6 +18,7 @@ from traceq.synth.sim import Fanout, drive
 from traceq.whatif.calibrate import FrontFit, StepFit
 from traceq.whatif.limits import Limits
 from traceq.whatif.model import Outcome, Quantiles
+from traceq.whatif.speed import Speed
 from traceq.whatif.workload import Workload
 
 NS = 1_000_000_000
@@ -37,6 +38,7 @@ class Model:
     steps: StepFit
     front: FrontFit
     workload: Workload
+    speed: Speed | None = None
 
 
 def engine_config(model: Model, limits: Limits) -> EngineConfig:
@@ -93,9 +95,15 @@ def replay(
     slo: dict[str, float | None],
     gpu_hour_usd: float,
     label: str = "",
+    observed_speed: bool = False,
 ) -> Outcome:
     """One scenario: the workload at `rate_rps` (seed 0: the run's own requests; workload.py)
-    through one engine per replica."""
+    through one engine per replica. With `observed_speed` (the run as it was, at its own rate:
+    the back-test and a playbook's cited setting change) the steps follow the GPU's speed
+    timeline of the run (speed.py); every other scenario runs the GPU at its usual speed,
+    factor 1, since a throttle or a warm-up is an incident of the run at its own times, not a
+    property of the engine at another rate or setting."""
+    speed = model.speed if observed_speed else None
     cfg = engine_config(model, limits)
     arrivals = model.workload.arrivals(rate_rps, seed)
     replicas = int(limits.value("replicas"))
@@ -107,7 +115,7 @@ def replay(
         part = arrivals[k::replicas]
         if not part:
             continue
-        engine = Engine(cfg, NO_FAULTS, part[0].t_arrival, None)
+        engine = Engine(cfg, NO_FAULTS, part[0].t_arrival, None, speed.at if speed else None)
         engine.warm_prefix(warm)
         requests = tokenize_stage(iter(part), cfg, NO_FAULTS, seed + k, ids)
         drive(engine, requests, part[0].t_arrival, out)

@@ -4,13 +4,16 @@ Datasets are the committed sample_traces/ (seed 1) plus `traceq synth` at other 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tests.playbook_helpers import failing, found, ingest_folder, run, synth_dataset
 from traceq.playbooks import load_catalog
 from traceq.playbooks.graph import check
 from traceq.playbooks.words import duration_ms
-from traceq.synth import generate
+from traceq.synth import SCENARIOS, generate
+from traceq.synth.config import WorkloadConfig
 
 # scenario → {playbook that must find it (fail as a root, or warn as a consequence): cause
 # that must rank first}
@@ -163,10 +166,17 @@ def test_the_catalogues_explains_edges_name_real_playbooks_and_form_no_cycle():
     assert check(load_catalog().playbooks) == []
 
 
-def test_slow_decode_in_prefill_bursts_names_the_prefill_load(samples):
+def test_slow_decode_in_prefill_bursts_names_the_prefill_load(tmp_path):
     """Bursts of long uncached prompts slow decode steps; the finding says so and points at
-    ttft-prefill (a warn where that fails in the same window)."""
-    finding = {f.id: f for f in samples["low-prefix-reuse"].findings}["slow-decode"]
+    ttft-prefill (a warn where that fails in the same window). The bursts: the Mooncake
+    conversation trace, whose arrivals come in clusters, with prefix caching off."""
+    bursts = replace(
+        SCENARIOS["low-prefix-reuse"],
+        workload=WorkloadConfig(source="mooncake", requests=64, rate_per_s=0.8, length_scale=0.15),
+    )
+    generate(bursts, tmp_path / "bursts", seed=1)
+    d = run(ingest_folder(tmp_path / "bursts", tmp_path / "bursts.tq"))
+    finding = {f.id: f for f in d.findings}["slow-decode"]
     assert finding.status in ("fail", "warn")
     first = finding.causes[0]
     assert (first.id, first.status, first.see) == ("prefill-load", "confirmed", "ttft-prefill")

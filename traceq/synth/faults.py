@@ -116,8 +116,9 @@ FAULTS: dict[str, FaultSpec] = {
     # "off, or never hits": strong whole runs turn caching off, the others salt requests
     "low-prefix-reuse": FaultSpec(
         {"ttft-prefill": ("prefix-cache-off",)},
-        # bursts of long, uncached Mooncake prompts: requests queue behind the prefills, and
-        # decode steps carry prefill chunks (TPOT 2-3x the floor; slow-decode: prefill-load)
+        # every prompt's ~7 k tokens prefilled again: a request arriving during another's
+        # prefill queues behind it, and decode steps carry the prefills (slow-decode:
+        # prefill-load)
         ("ttft-queueing", "slo-goodput", "slow-decode"),
     ),
 }

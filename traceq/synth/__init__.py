@@ -19,6 +19,7 @@ import orjson
 from traceq.synth.config import Scenario
 from traceq.synth.engine import NS, Request, StepInfo, window_ns
 from traceq.synth.faults import ClientView, fault_entry, injected, summary
+from traceq.synth.fit import Fitted, fit
 from traceq.synth.hardware import DEFAULT as DEFAULT_HARDWARE
 from traceq.synth.hardware import PROFILES, on_hardware
 from traceq.synth.scenarios import SAMPLE_SCENARIOS, SCENARIOS
@@ -27,7 +28,6 @@ from traceq.synth.variants import (
     DEFAULT_INTENSITY,
     INTENSITIES,
     KNOBS,
-    at_least,
     describe,
     resolve,
     with_intensity,
@@ -158,7 +158,8 @@ def generate(
         sc = on_hardware(name, hardware)
     else:
         sc = scenario(name, requests, duration_s, intensity, window, seed, hardware)
-    sc = at_least(sc)
+    fitted = fit(sc, seed)
+    sc = fitted.scenario
     info, _ = plan(sc, seed)  # the clock, before simulating
     if window is not None and window[1] * NS > info.span_ns:
         msg = (
@@ -169,9 +170,9 @@ def generate(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if convention in DISAGG_CONVENTIONS:
-        labels = _disaggregated(sc, seed, out, convention)
+        labels = _disaggregated(sc, seed, out, convention, fitted)
     else:
-        labels = _single(sc, seed, out, convention, info)
+        labels = _single(sc, seed, out, convention, info, fitted)
     if hardware != DEFAULT_HARDWARE:
         labels["hardware"] = hardware
     (out / FILES["labels"]).write_bytes(
@@ -180,7 +181,9 @@ def generate(
     return labels
 
 
-def _single(sc: Scenario, seed: int, out: Path, convention: str, info: RunInfo) -> dict:
+def _single(
+    sc: Scenario, seed: int, out: Path, convention: str, info: RunInfo, fitted: Fitted
+) -> dict:
     """One engine's files: traces in `convention`, its vLLM log, its GPU samples."""
     f = sc.faults
     client = out / FILES["client_otlp"] if f.client_view else None
@@ -190,7 +193,7 @@ def _single(sc: Scenario, seed: int, out: Path, convention: str, info: RunInfo) 
         model=sc.engine.model,
         instance=sc.engine.host,
         client_path=client,
-        client_times=ClientView(f, seed, sc.start_ns) if client else None,
+        client_times=ClientView(f, seed, sc.start_ns, fitted.client_stalls) if client else None,
         convention=convention,
     )
     log = VllmLogWriter(out / FILES["vllm_log"], sc, seed, info.t_ready, sc.engine.kv_budget_tokens)
@@ -208,14 +211,14 @@ def _single(sc: Scenario, seed: int, out: Path, convention: str, info: RunInfo) 
     log.close(info.t_end)
     gpu.close(info.t_end)
     files = [k for k in FILES if k != "client_otlp" or client is not None]
-    labels = _labels(sc, seed, info, summary, files)
+    labels = _labels(sc, seed, info, summary, files, fitted)
     if convention != "traceq":  # the default leaves labels.json (and sample_traces/) as it was
         labels["otel_convention"] = convention
     labels["truth"]["stats_lines"] = len(log.stats)
     return labels
 
 
-def _disaggregated(sc: Scenario, seed: int, out: Path, convention: str) -> dict:
+def _disaggregated(sc: Scenario, seed: int, out: Path, convention: str, fitted: Fitted) -> dict:
     """A routed, disaggregated deployment's traces (traceq/synth/write_disagg.py): no vLLM log
     and no GPU samples, which are one engine's; the gateway's failures are a labelled fault."""
     writer = DisaggWriter(out / FILES["otlp"], convention, sc, seed)
@@ -230,7 +233,8 @@ def _disaggregated(sc: Scenario, seed: int, out: Path, convention: str) -> dict:
         requests=truth["lost"],
         error=LOST_ERROR[convention],
     )
-    labels = _labels(sc, seed, info, summary, ["otlp", "labels"], [lost] if truth["lost"] else [])
+    lost_faults = [lost] if truth["lost"] else []
+    labels = _labels(sc, seed, info, summary, ["otlp", "labels"], fitted, lost_faults)
     labels["otel_convention"] = convention
     labels["disagg"] = truth
     traffic = sc.description.split(". ")[0].rstrip(".")  # its first sentence: the workload
@@ -255,10 +259,11 @@ def _labels(
     info: RunInfo,
     s: _Summary,
     written: list[str],
+    fitted: Fitted,
     extra_faults: list[dict] | None = None,
 ) -> dict:
     files = {k: v for k, v in FILES.items() if k in written}
-    faults = injected(sc, info) + (extra_faults or [])
+    faults = injected(sc, info, fitted.params) + (extra_faults or [])
     expected, tolerated, causes = summary(faults)
     return {
         "scenario": sc.name,

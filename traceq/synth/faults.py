@@ -3,6 +3,7 @@ the client-side view of the stream (network delay and stalls that only the clien
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from traceq.synth.arrivals import rng
@@ -14,23 +15,33 @@ from traceq.synth.sim import RunInfo
 
 class ClientView:
     """Client-side times: one-way delay, plus random stalls that hold back a chunk and every
-    chunk queued behind it (TCP delivers in order)."""
+    chunk queued behind it (TCP delivers in order). `extra`: stalls added to chunks by
+    (request index, chunk index) → seconds (traceq/synth/fit.py tops a window up with them)."""
 
-    def __init__(self, f: FaultConfig, seed: int, start_ns: int = 0) -> None:
+    def __init__(
+        self,
+        f: FaultConfig,
+        seed: int,
+        start_ns: int = 0,
+        extra: Mapping[tuple[int, int], float] | None = None,
+    ) -> None:
         self.f = f
         self.r = rng(seed, "client")
         self.delay = round(f.network_delay_s * NS)
         self.window = window_ns(f, start_ns) or (-1, 1 << 62)  # stalls only inside
+        self.extra = {k: round(s * NS) for k, s in (extra or {}).items()}
 
     def __call__(self, req: Request) -> tuple[int, list[int], int]:
-        f, r, d = self.f, self.r, self.delay
+        f, r, d, extra = self.f, self.r, self.delay, self.extra
         lo, hi = self.window
         out: list[int] = []
         prev = 0
-        for ts in req.tokens:
+        for k, ts in enumerate(req.tokens):
             x = ts + d
             if f.client_stall_prob and r.random() < f.client_stall_prob and lo <= ts < hi:
                 x += round(r.uniform(*f.client_stall_s) * NS)
+            elif extra and (req.idx, k) in extra:
+                x += extra[(req.idx, k)]
             prev = max(prev, x)
             out.append(prev)
         return req.t_arrival - d, out, (out[-1] if out else req.t_end + d)
@@ -147,9 +158,14 @@ def fault_entry(
     }
 
 
-def injected(sc: Scenario, info: RunInfo) -> list[dict]:
+def injected(
+    sc: Scenario, info: RunInfo, fitted: Mapping[str, Mapping[str, object]] | None = None
+) -> list[dict]:
     """The faults a scenario injects, for labels.json: fault id, cause id, the windows where
-    it is active (ns since the epoch, UTC), the playbooks that must / may fire, parameters."""
+    it is active (ns since the epoch, UTC), the playbooks that must / may fire, parameters.
+    `fitted`: per fault id, what traceq/synth/fit.py raised (added to its parameters); a
+    fault whose parameters say `absent` is not there to find (its playbooks are tolerated)."""
+    fitted = fitted or {}
     f, c, d = sc.faults, sc.engine, FaultConfig()
     e = PROFILES[sc.hardware].engine  # what is normal on this hardware
     windowed = window_ns(f, info.t_first_arrival)
@@ -159,6 +175,7 @@ def injected(sc: Scenario, info: RunInfo) -> list[dict]:
     def add(
         name: str, windows: list[dict[str, int]], variant: bool = False, **params: object
     ) -> None:
+        params.update(fitted.get(name, {}))
         out.append(fault_entry(name, windows, variant, **params))
 
     if f.long_output_fraction:
@@ -193,9 +210,13 @@ def injected(sc: Scenario, info: RunInfo) -> list[dict]:
             max_num_seqs=c.max_num_seqs,
             preemptions=info.preemptions,
         )
+        if windowed and not info.preemptions:  # the burst never filled the cache
+            out[-1]["params"]["absent"] = "the burst never filled the cache: 0 preemptions"
     timeouts = f.timeout_s is not None
     kv_burst = c.kv_budget_tokens < e.kv_budget_tokens  # an overload there fills the KV cache
-    if info.overload_ns and not timeouts and not kv_burst:
+    # fit.py brings arrivals into a window too thin for its fault: no overload of its own
+    raised = any("window_rate_factor" in p for p in fitted.values())
+    if info.overload_ns and not timeouts and not kv_burst and not raised:
         add(
             "queue-overload",
             _span(*info.overload_ns),
@@ -228,8 +249,7 @@ def injected(sc: Scenario, info: RunInfo) -> list[dict]:
             spread=f.fixed_length_spread,
         )
         if windowed:  # unrealistic-load judges the whole test's lengths, not a slice of it
-            out[-1]["tolerated_playbooks"] = out[-1]["expected_playbooks"]
-            out[-1]["expected_playbooks"] = []
+            _not_expected(out[-1])
     if f.error_fraction:
         add("rejected-requests", whole, rejected_fraction=f.error_fraction)
     if timeouts:
@@ -248,7 +268,16 @@ def injected(sc: Scenario, info: RunInfo) -> list[dict]:
             prefix_caching=c.prefix_caching,
             cache_salt_fraction=f.cache_salt_fraction,
         )
+    for x in out:
+        if "absent" in x["params"]:
+            _not_expected(x)
     return out
+
+
+def _not_expected(fault: dict) -> None:
+    """The fault is labelled but not there to find: its playbooks may fire, none must."""
+    fault["tolerated_playbooks"] = fault["expected_playbooks"] + fault["tolerated_playbooks"]
+    fault["expected_playbooks"] = []
 
 
 def summary(faults: list[dict]) -> tuple[list[str], list[str], dict[str, list[str]]]:

@@ -8,14 +8,22 @@ H100 whether its prompts or its outputs dominate. Step costs follow the GPU's sp
 (traceq/hardware/gpus.csv): weights and KV bytes over memory bandwidth for decode, 2 FLOPs per
 parameter per token at ~60 % of dense bf16 peak for prefill, per GPU when tensor-parallel.
 
+A fault knob whose effect is relative to the GPU's speed scales with it (`SPEED_RELATIVE`): a
+tokenizer slowdown is CPU time added to a TTFT that a slower GPU lengthens, so it is scaled by
+the profile's prefill time per token over the default's, and tokenization keeps its share of
+TTFT (docs/SYNTH.md, Intensity).
+
 >>> from traceq.synth.scenarios import SCENARIOS
 >>> sc = on_hardware(SCENARIOS["kv-pressure"], "l4-8b")
 >>> sc.engine.gpu_name, sc.engine.kv_budget_tokens, round(sc.workload.rate_per_s, 2)
 ('NVIDIA L4', 5000, 0.14)
+>>> on_hardware(SCENARIOS["slow-tokenizer"], "l4-8b").faults.tokenizer_slowdown
+821.3
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
 from traceq.synth.config import EngineConfig, Scenario
@@ -100,6 +108,20 @@ DEFAULT = "h100-8b"
 _DEFAULTS = EngineConfig()
 
 
+def prefill_ratio(engine: EngineConfig) -> float:
+    """How much longer a prompt token takes to prefill on `engine` than on the default."""
+    return engine.prefill_per_token_s / _DEFAULTS.prefill_per_token_s
+
+
+SPEED_RELATIVE: dict[str, Callable[[EngineConfig], float]] = {
+    "faults.tokenizer_slowdown": prefill_ratio,
+}
+"""Fault knobs given for the default engine and scaled on a profile by the ratio named (a
+knob at its off value, 1, stays off): a slowdown of the tokenizer that takes ~45 % of an H100's
+TTFT at 18× takes 12–15 % of an L4's, under tokenizer-overhead's 30 % floor, unless it grows
+with the L4's 8.2× longer prefills."""
+
+
 def on_hardware(sc: Scenario, profile: str) -> Scenario:
     """`sc` on `profile`'s engine: the fields the scenario set itself are kept, the rest
     come from the profile; the arrival rate scales with the profile's capacity. A scenario
@@ -118,4 +140,10 @@ def on_hardware(sc: Scenario, profile: str) -> Scenario:
     engine = replace(p.engine, **own)
     rate = sc.workload.rate_per_s
     workload = replace(sc.workload, rate_per_s=rate * p.capacity if rate else rate)
-    return replace(sc, engine=engine, workload=workload, hardware=profile)
+    faults = sc.faults
+    for path, ratio in SPEED_RELATIVE.items():
+        name = path.split(".")[1]
+        value = getattr(faults, name)
+        if value != 1.0:
+            faults = replace(faults, **{name: round(value * ratio(engine), 1)})
+    return replace(sc, engine=engine, workload=workload, faults=faults, hardware=profile)

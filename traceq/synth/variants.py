@@ -10,6 +10,11 @@ the line; where strong itself is barely past the floor (gpu-throttle) mild stays
 the floor and strong. `medium` lies between mild and strong. docs/SYNTH.md, Intensity, has
 the table and the measured figures.
 
+The knobs are set on the default hardware profile (8B on an H100). On a slower one a knob
+relative to the GPU's speed scales with it (hardware.SPEED_RELATIVE), and a windowed fault is
+fitted to the run's own traffic, which a profile thins (fit.py: the window holds
+fit.WINDOW_MIN_FAULTY), so a mild fault is past its floor there too.
+
 `with_window` confines a scenario's faults to a slice of an otherwise healthy run.
 """
 
@@ -18,25 +23,36 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from traceq.synth.config import Scenario
+from traceq.synth.fit import full_lines
+from traceq.synth.fit import markdown as window_minimums
+from traceq.synth.hardware import DEFAULT as DEFAULT_HARDWARE
+from traceq.synth.hardware import SPEED_RELATIVE
+from traceq.synth.sim import simulate
 
 INTENSITIES = ("mild", "medium", "strong")
 DEFAULT_INTENSITY = "strong"
+KV_STEP = 0.9  # × a KvPeak budget per step while the cache is not yet full
 
 
 @dataclass(frozen=True)
 class KvPeak:
     """A KV budget as a fraction of the peak KV tokens the same traffic needs with an
-    unbounded cache (one extra simulation of the run, ~0.1 s for 200 requests)."""
+    unbounded cache (one extra simulation of the run, ~0.1 s for 200 requests, and one more
+    per KV_STEP when `full_lines` asks for it)."""
 
     fraction: float
     floor: int = 0  # never below this (the strong budget: mild never outdoes strong)
+    # lowered 0.9× a step (not below `floor`) until the cache is full in this many of the
+    # run's stats lines (0: as the fraction gives; traceq/synth/fit.py counts them)
+    full_lines: int = 0
 
     def __str__(self) -> str:
-        return (
+        text = (
             f"max({self.floor}, {self.fraction:g}× peak)"
             if self.floor
             else f"{self.fraction:g}× peak"
         )
+        return text + (f", full in {self.full_lines} stats lines" if self.full_lines else "")
 
 
 @dataclass(frozen=True)
@@ -86,9 +102,10 @@ KNOBS: dict[str, tuple[Knob, ...]] = {
         Knob("engine.kv_budget_tokens", "tokens; mild / medium × the same traffic's peak need",
              "recompute makes pressure a cliff, so a fixed size is no fault at one seed and a "
              "storm at the next; at 0.75 × the run's own peak the cache sits at 100 % for "
-             "tens of seconds (kv-pressure's floor is 95 %); 0.85–0.95 × fills it at some "
-             "seeds only",
-             KvPeak(0.75, 5_000), KvPeak(0.7, 5_000), 5_000),
+             "tens of seconds (kv-pressure's floor is 95 %) at most seeds; 0.85–0.95 × fills "
+             "it at some seeds only. Where the budget leaves it full in fewer than two stats "
+             "lines (20 s; mild 0.75 × at seeds 15 and 19), it is lowered 0.9× a step",
+             KvPeak(0.75, 5_000, 2), KvPeak(0.7, 5_000, 2), 5_000),
     ),
     "queue-overload": (
         Knob("faults.overload_factor", "× arrival rate in the window",
@@ -97,10 +114,14 @@ KNOBS: dict[str, tuple[Knob, ...]] = {
              12.0, 13.5, 15.0),
     ),
     "slow-tokenizer": (
-        Knob("faults.tokenizer_slowdown", "× tokenization cost",
+        Knob("faults.tokenizer_slowdown",
+             "× tokenization cost on the H100; × its prefill time per token over the H100's "
+             "on another profile (hardware.SPEED_RELATIVE)",
              "tokenization 2 ms and 5 % of TTFT when healthy; at 18× 25–30 ms a request and "
              "~45 % of TTFT, 1.25–1.5× tokenizer-overhead's floors (20 ms, 30 %); at 100× "
-             "~165 ms and > 80 %",
+             "~165 ms and > 80 %. A slower GPU's prefill lengthens TTFT and not tokenization "
+             "(18× is 12–15 % of an L4's TTFT), so the slowdown grows with it (L4 8.2×, A100 "
+             "3.2×, 70B 2.4×) and tokenization keeps its share",
              18.0, 30.0, 100.0),
     ),
     "warm-up-skew": (
@@ -161,6 +182,11 @@ def with_intensity(sc: Scenario, intensity: str) -> Scenario:
     return _set(sc, {k.path: k.value(intensity) for k in KNOBS[sc.name]})
 
 
+def _get(sc: Scenario, path: str) -> float:
+    section, name = path.split(".")
+    return float(getattr(getattr(sc, section), name))
+
+
 def _set(sc: Scenario, values: dict[str, object]) -> Scenario:
     parts: dict[str, dict[str, object]] = {}
     for path, v in values.items():
@@ -179,16 +205,20 @@ WINDOWED_KNOBS: dict[str, tuple[Knob, ...]] = {
              "the minute holds ~50 requests: at the whole run's shares the quota puts one or "
              "two long requests in it, one at strong (4 %), and one request is one user's long "
              "answer, not a tail (long-request-tail's min_tail is 2); 6 % puts about three in "
-             "it at every intensity, the 'several' of the whole-run knob; raised to three "
-             "in the window where a hardware profile thins the traffic (WINDOW_MIN_FAULTY)",
+             "it at every intensity, the 'several' of the whole-run knob; a window left with "
+             "fewer (a slower profile's thinner traffic, or fewer arrivals than expected) gets "
+             "three, at most a quarter of its requests (fit.WINDOW_MIN_FAULTY)",
              0.06, 0.06, 0.06),
     ),
     "kv-pressure": (
         Knob("engine.kv_budget_tokens", "× the peak need of the traffic without the burst",
              "headroom: no preemption before the window",
              KvPeak(1.5), KvPeak(1.5), KvPeak(1.5)),
-        Knob("faults.overload_factor", "× arrival rate in the window",
-             "the burst that overflows the cache (3× still fits in 1.5× the peak)",
+        Knob("faults.overload_factor", "× arrival rate in the window, at least",
+             "the burst that overflows the cache (3× still fits in 1.5× the peak); one that "
+             "leaves the cache full in fewer than two stats lines is made 1.5× stronger until "
+             "it does (fit.WINDOW_MIN_FAULTY): an L4's minute holds ~4 requests, and 4× of "
+             "them fill its cache only from ~20×",
              4.0, 5.0, 8.0),
     ),
     "prefill-interference": (
@@ -203,7 +233,9 @@ WINDOWED_KNOBS: dict[str, tuple[Knob, ...]] = {
         Knob("faults.long_prompt_fraction", "share of requests in the window",
              "at 0.8 req/s about one stream runs at a time, so a long prefill stalls ~0.6 "
              "gaps: 18 % long prompts (~9 in the minute) give ~5 stalls, 1.5× "
-             "prefill-interference's 3 within two minutes",
+             "prefill-interference's 3 within two minutes; a window left with fewer than four "
+             "(a slower profile's minute holds 2–23 requests) gets more long prompts, then "
+             "more arrivals (fit.WINDOW_MIN_FAULTY)",
              0.18, 0.24, 0.3),
         Knob("workload.rate_per_s", "requests / s",
              "the healthy rate: at 2 req/s mixed batches already stall decodes ~0.1 s",
@@ -243,41 +275,11 @@ def with_window(sc: Scenario, window: tuple[float, float], intensity: str) -> Sc
     return sc
 
 
-WINDOW_MIN_FAULTY = {"long-output-tail": ("long_output_fraction", 3)}
-"""Windowed scenarios whose fault is a share of the window's requests, with the fewest faulty
-requests the window must hold: a tail is several requests (long-request-tail's min_tail is
-2), and a slower hardware profile scales the arrival rate down, so 6 % of an L4's four
-requests a minute is none."""
-
-
-def at_least(sc: Scenario) -> Scenario:
-    """`sc` with a windowed share raised so that its window holds WINDOW_MIN_FAULTY requests
-    at the scenario's final arrival rate (after a hardware profile scaled it).
-
-    >>> from traceq.synth.scenarios import SCENARIOS
-    >>> sc = with_window(SCENARIOS["long-output-tail"], (240, 300), "mild")
-    >>> sc = replace(sc, workload=replace(sc.workload, rate_per_s=0.1))
-    >>> at_least(sc).faults.long_output_fraction
-    0.5
-    """
-    if sc.name not in WINDOW_MIN_FAULTY or not sc.faults.window_s:
-        return sc
-    field, n = WINDOW_MIN_FAULTY[sc.name]
-    lo, hi = sc.faults.window_s
-    expected = (sc.workload.rate_per_s or 0.0) * (hi - lo)
-    share = getattr(sc.faults, field)
-    if expected <= 0 or share * expected >= n:
-        return sc
-    return _set(sc, {f"faults.{field}": min(1.0, n / expected)})
-
-
 def resolve(sc: Scenario, seed: int) -> Scenario:
     """Turn relative knobs (`KvPeak`) into numbers for this seed."""
     kv = sc.engine.kv_budget_tokens
     if not isinstance(kv, KvPeak):
         return sc
-    from traceq.synth.sim import simulate
-
     free = replace(
         sc,
         engine=replace(sc.engine, kv_budget_tokens=400_000),
@@ -285,7 +287,11 @@ def resolve(sc: Scenario, seed: int) -> Scenario:
     )
     peak = simulate(free, seed, []).kv_max_tokens
     budget = max(1, kv.floor, int(kv.fraction * peak))
-    return replace(sc, engine=replace(sc.engine, kv_budget_tokens=budget))
+    out = replace(sc, engine=replace(sc.engine, kv_budget_tokens=budget))
+    while kv.full_lines and budget > kv.floor and full_lines(out, seed) < kv.full_lines:
+        budget = max(1, kv.floor, int(budget * KV_STEP))
+        out = replace(sc, engine=replace(sc.engine, kv_budget_tokens=budget))
+    return out
 
 
 def describe(sc: Scenario, intensity: str | None) -> str:
@@ -294,6 +300,10 @@ def describe(sc: Scenario, intensity: str | None) -> str:
     if intensity and intensity != DEFAULT_INTENSITY:
         knobs = ", ".join(f"{k.path.split('.')[1]}={k.value(intensity)}" for k in KNOBS[sc.name])
         text += f" Intensity {intensity}: {knobs}."
+    scaled = [p for k in KNOBS[sc.name] if (p := k.path) in SPEED_RELATIVE]
+    if scaled and sc.hardware != DEFAULT_HARDWARE:
+        values = ", ".join(f"{p.split('.')[1]}={_get(sc, p):g}" for p in scaled)
+        text += f" On {sc.hardware}, scaled to its speed: {values}."
     if sc.faults.window_s:
         lo, hi = sc.faults.window_s
         text += f" Fault confined to {lo:g}–{hi:g} s after the first arrival."
@@ -312,7 +322,7 @@ def markdown() -> str:
             for k in knobs:
                 vals = " | ".join(_cell(k.value(i)) for i in INTENSITIES)
                 lines.append(f"| `{name}`{suffix} | `{k.path}` | {k.unit} | {vals} | {k.reason} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + window_minimums()
 
 
 def _cell(v: object) -> str:

@@ -19,7 +19,7 @@ LABEL = {
     "fail": "FAIL",
     "warn": "WARN",
     "error": "ERROR",
-    "not_applicable": "N/A",
+    "not_applicable": "not run",
     "pass": "ok",
 }
 
@@ -44,7 +44,7 @@ def summary_line(d: Diagnosis) -> str:
 
 
 def not_applicable_line(d: Diagnosis) -> str:
-    """All N/A playbooks on one line, grouped by the input that would enable them:
+    """All not-applicable playbooks on one line, grouped by the input that would enable them:
     `not run, for lack of data: GPU samples (nvidia-smi or DCGM) → gpu-underutilized; …`."""
     groups = d.not_run()
     if not groups:
@@ -56,7 +56,7 @@ def not_applicable_line(d: Diagnosis) -> str:
 
 def render_text(d: Diagnosis, *, verbose: bool = False) -> str:
     """One block per incident (its root, impact, cause, fix, then its consequences folded
-    under it), errors, the N/A playbooks on one line, a summary line."""
+    under it), errors, the not-applicable playbooks on one line, a summary line."""
     by_id = {f.id: f for f in d.findings}
     out: list[str] = []
     for n, incident in enumerate(d.incidents, 1):

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from traceq.synth.disagg_spans import MS, SERVER, US, Hop, Legs, Trace, uuid_of, vllm
 from traceq.synth.request import Request
-from traceq.synth.write_conventions import _attr
+from traceq.synth.write_conventions import otlp_attr
 
 
 def _ms(ns: int) -> float:
@@ -42,11 +42,11 @@ def dynamo_served(t: Trace, h: Hop, r: Request, g: Legs, frontend: str) -> None:
         end,
         kind=SERVER,
         attrs=[
-            _attr("method", "POST"),
-            _attr("uri", "/v1/chat/completions"),
-            _attr("trace_id", t.trace_id),
-            _attr("x_request_id", h.x_request_id),
-            _attr("request.outcome", "error" if error else "success"),
+            otlp_attr("method", "POST"),
+            otlp_attr("uri", "/v1/chat/completions"),
+            otlp_attr("trace_id", t.trace_id),
+            otlp_attr("x_request_id", h.x_request_id),
+            otlp_attr("request.outcome", "error" if error else "success"),
         ],
         error=error,
     )
@@ -76,11 +76,11 @@ def _dynamo_leg(
         route_at + 250 * US,
         http,
         attrs=[
-            _attr("request_id", h.context_id),
-            _attr("worker_id", h.worker_ids[worker]),
-            _attr("dp_rank", 0),
-            _attr("overlap_blocks", cached),
-            _attr("phase", role.capitalize()),
+            otlp_attr("request_id", h.context_id),
+            otlp_attr("worker_id", h.worker_ids[worker]),
+            otlp_attr("dp_rank", 0),
+            otlp_attr("overlap_blocks", cached),
+            otlp_attr("phase", role.capitalize()),
         ],
     )
     where = (worker, DYNAMO_SCOPE)
@@ -92,27 +92,30 @@ def _dynamo_leg(
         route,
         kind=SERVER,
         attrs=[
-            _attr("component", role),
-            _attr("endpoint", "generate"),
-            _attr("namespace", "dynamo"),
-            _attr("instance_id", h.worker_ids[worker]),
-            _attr("x_request_id", h.x_request_id),
-            _attr("x_dynamo_request_id", h.context_id),
+            otlp_attr("component", role),
+            otlp_attr("endpoint", "generate"),
+            otlp_attr("namespace", "dynamo"),
+            otlp_attr("instance_id", h.worker_ids[worker]),
+            otlp_attr("x_request_id", h.x_request_id),
+            otlp_attr("x_dynamo_request_id", h.context_id),
         ],
     )
     attrs = [
-        _attr("model", h.model),
-        _attr("input_tokens", v.prompt),
-        _attr("output_tokens", len(v.tokens)),
-        _attr("disagg_role", role),
+        otlp_attr("model", h.model),
+        otlp_attr("input_tokens", v.prompt),
+        otlp_attr("output_tokens", len(v.tokens)),
+        otlp_attr("disagg_role", role),
     ]
     if v.t_first_token is not None:
-        attrs.append(_attr("ttft_ms", _ms(v.t_first_token - (v.t_arrival - 50 * US))))
+        attrs.append(otlp_attr("ttft_ms", _ms(v.t_first_token - (v.t_arrival - 50 * US))))
     if v.finish_reason:
-        attrs.append(_attr("finish_reason", v.finish_reason))
+        attrs.append(otlp_attr("finish_reason", v.finish_reason))
     links = None
     if prefill_span:
-        attrs += [_attr("prefill_trace_id", t.trace_id), _attr("prefill_span_id", prefill_span)]
+        attrs += [
+            otlp_attr("prefill_trace_id", t.trace_id),
+            otlp_attr("prefill_span_id", prefill_span),
+        ]
         links = [{"traceId": t.trace_id, "spanId": prefill_span, "attributes": []}]
     engine = t.span(
         where,
@@ -137,10 +140,10 @@ def dynamo_lost(t: Trace, h: Hop, r: Request, frontend: str, error: str) -> None
         r.t_arrival + 1_200 * US,
         kind=SERVER,
         attrs=[
-            _attr("method", "POST"),
-            _attr("uri", "/v1/chat/completions"),
-            _attr("x_request_id", h.x_request_id),
-            _attr("request.outcome", "error"),
+            otlp_attr("method", "POST"),
+            otlp_attr("uri", "/v1/chat/completions"),
+            otlp_attr("x_request_id", h.x_request_id),
+            otlp_attr("request.outcome", "error"),
         ],
         error=error,
     )
@@ -150,7 +153,7 @@ def dynamo_lost(t: Trace, h: Hop, r: Request, frontend: str, error: str) -> None
         r.t_arrival + 100 * US,
         r.t_arrival + 900 * US,
         http,
-        attrs=[_attr("request_id", h.context_id), _attr("phase", "Prefill")],
+        attrs=[otlp_attr("request_id", h.context_id), otlp_attr("phase", "Prefill")],
     )
 
 
@@ -178,11 +181,11 @@ def llmd_served(
     http = t.span(side, name, g0 + 550 * US, end + 200 * US, orch, kind=SERVER)
     first = g.decode.t_first_token if g.decode is not None else None
     totals = [
-        _attr("llm_d.pd_proxy.total_duration_ms", (end + 150 * US - (g0 + 580 * US)) // MS),
-        _attr("llm_d.pd_proxy.prefill_duration_ms", (g.prefill.t_end + 50 * US - g0) // MS),
+        otlp_attr("llm_d.pd_proxy.total_duration_ms", (end + 150 * US - (g0 + 580 * US)) // MS),
+        otlp_attr("llm_d.pd_proxy.prefill_duration_ms", (g.prefill.t_end + 50 * US - g0) // MS),
     ]
     if first is not None:
-        totals.append(_attr("llm_d.pd_proxy.true_ttft_ms", (first - g0) // MS))
+        totals.append(otlp_attr("llm_d.pd_proxy.true_ttft_ms", (first - g0) // MS))
     request = t.span(
         side,
         "llm_d.pd_proxy.request",
@@ -191,11 +194,11 @@ def llmd_served(
         http,
         kind=SERVER,
         attrs=[
-            _attr("llm_d.pd_proxy.connector", "nixlv2"),
-            _attr("llm_d.pd_proxy.kv_connector", "nixlv2"),
-            _attr("llm_d.pd_proxy.request_path", "/v1/chat/completions"),
-            _attr("llm_d.pd_proxy.disaggregation_used", True),
-            _attr("llm_d.pd_proxy.prefill_target", address(h.prefill)),
+            otlp_attr("llm_d.pd_proxy.connector", "nixlv2"),
+            otlp_attr("llm_d.pd_proxy.kv_connector", "nixlv2"),
+            otlp_attr("llm_d.pd_proxy.request_path", "/v1/chat/completions"),
+            otlp_attr("llm_d.pd_proxy.disaggregation_used", True),
+            otlp_attr("llm_d.pd_proxy.prefill_target", address(h.prefill)),
             *totals,
         ],
     )
@@ -207,10 +210,10 @@ def llmd_served(
         p_end,
         request,
         attrs=[
-            _attr("request_id", uuid_of(f"{t.trace_id}:sidecar")),
-            _attr("prefill_target", address(h.prefill)),
-            _attr("prefill.status_code", 200 if g.decode is not None else 500),
-            _attr("prefill.duration_ms", (p_end - g0 - 600 * US) // MS),
+            otlp_attr("request_id", uuid_of(f"{t.trace_id}:sidecar")),
+            otlp_attr("prefill_target", address(h.prefill)),
+            otlp_attr("prefill.status_code", 200 if g.decode is not None else 500),
+            otlp_attr("prefill.duration_ms", (p_end - g0 - 600 * US) // MS),
         ],
         error=_error(g.prefill) if g.decode is None else None,
     )
@@ -225,10 +228,10 @@ def llmd_served(
         end + 100 * US,
         request,
         attrs=[
-            _attr("decode.streaming", True),
-            _attr("decode.data_parallel", False),
-            _attr("decode.target", address(h.decode)),
-            _attr("decode.duration_ms", (end + 100 * US - d_start) // MS),
+            otlp_attr("decode.streaming", True),
+            otlp_attr("decode.data_parallel", False),
+            otlp_attr("decode.target", address(h.decode)),
+            otlp_attr("decode.duration_ms", (end + 100 * US - d_start) // MS),
         ],
         error=_error(g.decode),
     )
@@ -246,7 +249,7 @@ def _orchestration(
         g0 + 450 * US,
         gw,
         kind=SERVER,
-        attrs=[_attr("target_model", h.model), _attr("request_prio", 0)],
+        attrs=[otlp_attr("target_model", h.model), otlp_attr("request_prio", 0)],
         error=error,
     )
     t.span(
@@ -256,11 +259,11 @@ def _orchestration(
         g0 + 300 * US,
         orch,
         attrs=[
-            _attr("gen_ai.request.id", h.x_request_id),
-            _attr("gen_ai.request.model", h.model),
-            _attr("llm_d.profile_handler.total_profiles", 2),
-            _attr("llm_d.profile_handler.executed_profiles", 0 if error else 2),
-            _attr("llm_d.profile_handler.decision", "prefill_decode"),
+            otlp_attr("gen_ai.request.id", h.x_request_id),
+            otlp_attr("gen_ai.request.model", h.model),
+            otlp_attr("llm_d.profile_handler.total_profiles", 2),
+            otlp_attr("llm_d.profile_handler.executed_profiles", 0 if error else 2),
+            otlp_attr("llm_d.profile_handler.decision", "prefill_decode"),
         ],
     )
     if error is None:
@@ -272,9 +275,9 @@ def _orchestration(
             g0 + 420 * US,
             orch,
             attrs=[
-                _attr("llm_d.epp.pd.disaggregation_used", True),
-                _attr("llm_d.epp.pd.prefill_pod_address", host),
-                _attr("llm_d.epp.pd.prefill_pod_port", port),
+                otlp_attr("llm_d.epp.pd.disaggregation_used", True),
+                otlp_attr("llm_d.epp.pd.prefill_pod_address", host),
+                otlp_attr("llm_d.epp.pd.prefill_pod_port", port),
             ],
         )
     return orch

@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from traceq.synth.request import NS, Request
-from traceq.synth.write_conventions import _attr
+from traceq.synth.write_conventions import otlp_attr
 from traceq.synth.write_otlp import server_attributes
 
 US = 1_000
@@ -124,7 +124,7 @@ class Trace:
                 {
                     "timeUnixNano": str(t + off),
                     "name": "gen_ai.token",
-                    "attributes": [_attr("gen_ai.token.count", 1)],
+                    "attributes": [otlp_attr("gen_ai.token.count", 1)],
                 }
                 for t in events or ()
             ],
@@ -153,7 +153,7 @@ def vllm(t: Trace, instance: str, parent: str, v: Request, kv: tuple[int, int] |
         error=error,
         events=v.tokens,
     )
-    tok = [_attr("gen_ai.usage.prompt_tokens", v.prompt)]
+    tok = [otlp_attr("gen_ai.usage.prompt_tokens", v.prompt)]
     t.span(where, "tokenize", v.t_arrival, v.t_tokenized, span, attrs=tok)
     if kv is not None:
         t.span(where, "vllm_async_kv_transfer", kv[0], kv[1], span)

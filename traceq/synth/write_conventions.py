@@ -32,7 +32,7 @@ DISAGG_CONVENTIONS = ("dynamo", "llmd")
 and decode pools, a skewed host and gateway failures, traces only."""
 
 
-def _attr(key: str, value: object) -> dict:
+def otlp_attr(key: str, value: object) -> dict:
     if isinstance(value, bool):
         return {"key": key, "value": {"boolValue": value}}
     if isinstance(value, int):
@@ -99,14 +99,16 @@ def request_spans(
                 {
                     "timeUnixNano": str(g),
                     "name": "token_generated",
-                    "attributes": [_attr("new_token_ids", [1])],
+                    "attributes": [otlp_attr("new_token_ids", [1])],
                 }
             )
     elif convention == "token-arrays" and r.tokens:
         attrs += [
-            _attr("gen_ai.request.trace_level", "2"),
-            _attr("gen_ai.latency.per_token_generation_time", _offsets(r, r.tokens, 9)),
-            _attr("gen_ai.latency.per_token_scheduled_time", _offsets(r, scheduled_times(r), 9)),
+            otlp_attr("gen_ai.request.trace_level", "2"),
+            otlp_attr("gen_ai.latency.per_token_generation_time", _offsets(r, r.tokens, 9)),
+            otlp_attr(
+                "gen_ai.latency.per_token_scheduled_time", _offsets(r, scheduled_times(r), 9)
+            ),
         ]
     elif convention == "alipay-compressed" and r.tokens:
         for key, times in (
@@ -114,7 +116,7 @@ def request_spans(
             ("gen_ai.latency.per_token_scheduled_time", scheduled_times(r)),
         ):
             text = orjson.dumps(_offsets(r, times, 4))
-            attrs.append(_attr(key, base64.b64encode(gzip.compress(text, mtime=0)).decode()))
+            attrs.append(otlp_attr(key, base64.b64encode(gzip.compress(text, mtime=0)).decode()))
     server = _span(
         trace_id,
         span_id,
@@ -187,7 +189,7 @@ def _sglang(
                 "decode_loop",
                 a,
                 b,
-                attributes=[_attr("decode_ct", ct)],
+                attributes=[otlp_attr("decode_ct", ct)],
             )
             spans.append(step)
     root = _span(
@@ -198,10 +200,10 @@ def _sglang(
         r.t_arrival,
         max(end, r.t_tokenized),
         attributes=[
-            _attr("rid", r.request_id),
-            _attr("module", "sglang::request"),
+            otlp_attr("rid", r.request_id),
+            otlp_attr("module", "sglang::request"),
             # APIServerReqTimeStats: finished - created (the synth request ends at t_end)
-            _attr("gen_ai.latency.e2e", (end - r.t_arrival) / NS),
+            otlp_attr("gen_ai.latency.e2e", (end - r.t_arrival) / NS),
         ],
     )
     return [root, *spans]

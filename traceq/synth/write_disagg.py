@@ -34,7 +34,7 @@ from traceq.synth.disagg_shapes import (
 )
 from traceq.synth.disagg_spans import Hop, Trace, legs, uuid_of
 from traceq.synth.request import Request, StepInfo
-from traceq.synth.write_conventions import _attr
+from traceq.synth.write_conventions import otlp_attr
 from traceq.synth.write_otlp import ids
 
 PREFILL_WORKERS = 2
@@ -179,9 +179,9 @@ class DisaggWriter:
         instance, scope = where
         service, host = self.dep.processes[instance]
         resource = [
-            _attr("service.name", service),
-            _attr("service.instance.id", instance),
-            _attr("host.name", host),
+            otlp_attr("service.name", service),
+            otlp_attr("service.instance.id", instance),
+            otlp_attr("host.name", host),
         ]
         head = orjson.dumps({"resource": {"attributes": resource}, "scope": {"name": scope}})
         self.fh.write(

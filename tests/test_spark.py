@@ -28,6 +28,7 @@ from traceq.playbooks.values import bind
 from traceq.schema import TABLES
 from traceq.session import QueryError, Session
 from traceq.spark import SparkExecutor, asof, view_sql
+from traceq.spark.executor import LOCAL_DRIVER_MEMORY
 from traceq.spark.translate import Macros, TranslationError, parse, to_spark, view_name
 from traceq.sql import load
 
@@ -50,9 +51,10 @@ def engines(tmp_path_factory):
         # that lives for one module spends less CPU compiling with C1 alone than with C2.
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+        .config("spark.driver.memory", LOCAL_DRIVER_MEMORY)  # the planner's heap
         .getOrCreate()
     )
-    spark.sparkContext.setLogLevel("FATAL")
+    spark.sparkContext.setLogLevel("ERROR")  # a JVM that ends says why
     try:
         with Session(ds) as duck, SparkExecutor(spark, ds) as sparked:
             yield duck, sparked

@@ -30,6 +30,12 @@ LOCAL_SHUFFLE_PARTITIONS = 8
 """Shuffle partitions in local mode: Spark's default of 200 is sized for clusters, and on one
 machine each partition is a task whose start-up dominates at traceq's rollup sizes."""
 
+LOCAL_DRIVER_MEMORY = "2g"
+"""Heap of the local-mode JVM, unless `SPARK_DRIVER_MEMORY` says otherwise: analysing and
+planning traceq's nested views takes the heap, not the data (the playbook checks of a
+200-request dataset run out of heap at 512 MB, and Spark's default of 1 GB ran out once in a
+test run). Spark ends its JVM when a task runs out of heap in local mode."""
+
 
 def spark_session(app_name: str = "traceq") -> SparkSession:
     """The SparkSession of the usual Spark configuration: `SPARK_REMOTE` (Spark Connect),
@@ -43,6 +49,8 @@ def spark_session(app_name: str = "traceq") -> SparkSession:
     ):
         builder = builder.config("spark.master", os.environ.get("MASTER", "local[*]"))
         builder = builder.config("spark.sql.shuffle.partitions", str(LOCAL_SHUFFLE_PARTITIONS))
+        memory = os.environ.get("SPARK_DRIVER_MEMORY", LOCAL_DRIVER_MEMORY)
+        builder = builder.config("spark.driver.memory", memory)
     return (
         builder.config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.showConsoleProgress", "false")  # stdout carries the findings

@@ -113,3 +113,26 @@ def test_same_seed_same_bytes_and_listed(tmp_path):
         assert orjson.loads((a / "labels.json").read_bytes())["otel_convention"] == convention
     listed = CliRunner().invoke(synth_cmd, ["list"]).output
     assert all(f"  {c} " in listed for c in DISAGG_CONVENTIONS)
+
+
+def test_files_written_per_process_are_named_as_sharing_traces(deployment, tmp_path):
+    """A gateway's spans in one file and the workers' in another: each part of a trace reads
+    as a request of its own, and the ingest says so, naming the other file; the whole file
+    gets no such warning."""
+    _, labels, dataset = deployment
+    folder = dataset.parent / "run"
+    lines = (folder / "traces.otlp.jsonl").read_bytes().splitlines()
+    front = [line for line in lines if b"frontend" in line or b"gateway" in line]
+    assert 0 < len(front) < len(lines)
+    (tmp_path / "frontend.jsonl").write_bytes(b"\n".join(front) + b"\n")
+    workers = [line for line in lines if line not in front]
+    (tmp_path / "workers.jsonl").write_bytes(b"\n".join(workers) + b"\n")
+    results = traceq.ingest(
+        [tmp_path / "frontend.jsonl", tmp_path / "workers.jsonl"], tmp_path / "split.tq"
+    )
+    served = labels["disagg"]["served"]
+    for result, other in zip(results, ("workers.jsonl", "frontend.jsonl"), strict=True):
+        (warning,) = [w for w in result.warnings if "stitched within one file" in w]
+        assert other in warning and f"{served} of its traces" in warning
+    (whole,) = traceq.ingest([folder / "traces.otlp.jsonl"], tmp_path / "whole.tq")
+    assert not [w for w in whole.warnings if "stitched within one file" in w]

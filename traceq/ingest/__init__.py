@@ -33,6 +33,7 @@ from traceq.ingest.fit import wrong_format
 from traceq.ingest.options import IngestOptions
 from traceq.ingest.second_pass import out_of_memory
 from traceq.ingest.source import InputError, Source
+from traceq.ingest.split_traces import split_trace_warnings
 from traceq.schema import RAW_LIMIT
 from traceq.spill import INGEST_MEMORY
 from traceq.writer import SourceWriter
@@ -200,10 +201,12 @@ def ingest(
     finally:
         INGEST_MEMORY.reset(memory)
     fresh = {r.source_id for r in results if r.status in ("ingested", "replaced")}
-    notes = overlap_warnings([s for s in manifest if s["source_id"] in fresh], manifest)
+    overlap = overlap_warnings([s for s in manifest if s["source_id"] in fresh], manifest)
+    split = split_trace_warnings(ds, fresh, manifest)
     for r in results:
-        if r.source_id in notes and r.status in ("ingested", "replaced"):
-            r.warnings.append(notes[r.source_id])
+        for notes in (overlap, split):
+            if r.source_id in notes and r.status in ("ingested", "replaced"):
+                r.warnings.append(notes[r.source_id])
     order = {p: i for i, (p, _) in enumerate(files)}
     return sorted(results, key=lambda r: order.get(r.path, 0)) + skipped
 

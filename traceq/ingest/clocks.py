@@ -184,7 +184,7 @@ def overlap_warnings(
         if gap > OVERLAP_SLACK_NS:
             out[e["source_id"]] = (
                 f"shares no time with the other sources ({_human(gap)} from the nearest, "
-                f"{_name(nearest)}): joins across them will find nothing"
+                f"{source_name(nearest)}): joins across them will find nothing"
             )
     return out
 
@@ -193,7 +193,8 @@ def _range(s: dict[str, Any]) -> tuple[int, int]:
     return int(s["time_range"]["start_ns"]), int(s["time_range"]["end_ns"])
 
 
-def _name(s: dict[str, Any]) -> str:
+def source_name(s: dict[str, Any]) -> str:
+    """The file name of a manifest entry, for messages."""
     return str(s.get("path", s["source_id"])).rsplit("/", 1)[-1]
 
 

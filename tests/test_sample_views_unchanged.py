@@ -5,7 +5,9 @@ hashes to the same bytes. Columns added since (request_phases' route_ms, …) ar
 
 Rows are sorted on every column before hashing (views without an ORDER BY may come in any
 order) and queries run on one thread (kpi_latency's double sums would differ in the last bit
-with the summation order otherwise). To accept a deliberate change of a view's numbers:
+with the summation order otherwise). kpi_latency's means are sums over its histogram's buckets
+(traceq/sql/views.sql), so their last bits follow the bucket widths: its digests are those of
+today's widths; its percentiles did not move when the widths did. To accept a deliberate change of a view's numbers:
 `python -m tests.test_sample_views_unchanged > tests/data/sample_views_digest.json`.
 """
 

@@ -7,7 +7,8 @@ Rows are sorted on every column before hashing (views without an ORDER BY may co
 order) and queries run on one thread (kpi_latency's double sums would differ in the last bit
 with the summation order otherwise). kpi_latency's means are sums over its histogram's buckets
 (traceq/sql/views.sql), so their last bits follow the bucket widths: its digests are those of
-today's widths; its percentiles did not move when the widths did. To accept a deliberate change of a view's numbers:
+today's widths; its percentiles did not move when the widths did. To accept a deliberate
+change of a view's numbers:
 `python -m tests.test_sample_views_unchanged > tests/data/sample_views_digest.json`.
 """
 

@@ -277,13 +277,21 @@ def _comment(con: duckdb.DuckDBPyConnection) -> None:
     from traceq's own schema and view files and are checked against a plain-identifier
     pattern; docs are quoted as SQL string literals.
     """
+    con.execute(_comments())
+
+
+@functools.cache
+def _comments() -> str:
+    """Every COMMENT ON statement, as one script: one call, not one per column."""
+    statements = []
     for relation, column, doc in docs():
         if not (_IDENT.match(relation) and (not column or _IDENT.match(column))):
             msg = f"not a plain identifier: {relation}.{column}"
             raise ValueError(msg)
         literal = "'" + doc.replace("'", "''") + "'"
         target = f"COLUMN {relation}.{column}" if column else f"VIEW {relation}"
-        con.execute(f"COMMENT ON {target} IS {literal}")
+        statements.append(f"COMMENT ON {target} IS {literal};")
+    return "\n".join(statements)
 
 
 def _lock_down(con: duckdb.DuckDBPyConnection, files: list[str]) -> None:

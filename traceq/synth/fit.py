@@ -78,6 +78,11 @@ WINDOW_MIN_FAULTY: dict[str, Minimum] = {
         "(~600 chunks) holds three on average",
         "one more stall of 0.3 s up to the knob's longest on as many chunks of the window, "
         "drawn at random"),
+    "slow-tokenizer": Minimum(
+        "requests arriving in it (each one tokenized slowly)", 4,
+        "tokenizer-overhead's min_requests is 3 within ±60 s: four is 1.33× it; an L4's minute "
+        "holds two to five requests",
+        "arrivals 1.25× faster a step (as an overload) until the window holds four"),
     "kv-pressure": Minimum(
         "engine stats lines (10 s apart) with the KV cache ≥ 95 % full", 2,
         "kv-pressure's floor is a full cache (kv_full 0.95); two lines are 20 s of it, half of "
@@ -107,6 +112,8 @@ def fit(sc: Scenario, seed: int) -> Fitted:
         sc = _long_outputs(sc, seed, params)
     if f.long_prompt_fraction:
         sc = _prefill_stalls(sc, seed, params)
+    if f.tokenizer_slowdown != 1.0:
+        sc = _slow_tokenizer(sc, seed, params)
     if f.overload_factor != 1.0 and is_kv_burst(sc):
         sc = _kv_burst(sc, seed, params)
     stalls = _client_stalls(sc, seed, params) if f.client_stall_prob and f.client_view else {}
@@ -157,6 +164,18 @@ def _long_outputs(sc: Scenario, seed: int, params: dict[str, dict[str, object]])
     params["long-output-tail"] = _changes(sc, fitted, window_requests=n, long_requests=have)
     if not have:
         params["long-output-tail"]["absent"] = "no request arrives in the window"
+    return fitted
+
+
+def _slow_tokenizer(sc: Scenario, seed: int, params: dict[str, dict[str, object]]) -> Scenario:
+    need = WINDOW_MIN_FAULTY["slow-tokenizer"].count
+    if len(_window(sc, seed)) >= need:
+        return sc
+    fitted = _faster(sc, seed, need)
+    n = len(_window(fitted, seed))
+    params["slow-tokenizer"] = _changes(sc, fitted, window_requests=n)
+    if not n:
+        params["slow-tokenizer"]["absent"] = "no request arrives in the window"
     return fitted
 
 

@@ -57,6 +57,25 @@ def test_windowed_long_output_tail_holds_three_long_requests(seed):
     assert WINDOW_MIN_FAULTY[sc.name].count <= long <= len(window) / 4
 
 
+def test_windowed_slow_tokenizer_holds_four_slow_requests_and_labels_the_rate():
+    """Unfitted, the L4's fault minute holds two arrivals at seed 13: too few for
+    tokenizer-overhead's three within ±60 s. Fitting brings in arrivals (no queue-overload
+    label: fitting is not a fault of its own)."""
+    sc = _windowed("slow-tokenizer", 13)
+    fitted = fit(sc, 13)
+    lo, hi = (fitted.scenario.start_ns + round(s * NS) for s in WINDOW)
+    sink = Collect()
+    info = simulate(fitted.scenario, 13, [sink])
+    window = [r for r in sink.requests if lo <= r.t_arrival < hi]
+    assert len(window) >= WINDOW_MIN_FAULTY["slow-tokenizer"].count
+    # each one past tokenizer-overhead's 20-ms floor (outside the window: 0.3–6 ms)
+    assert all(r.t_tokenized - r.t_arrival > 0.02 * NS for r in window)
+    params = fitted.params["slow-tokenizer"]
+    assert params["window_requests"] == len(window) and params["window_rate_factor"] > 1
+    faults = injected(fitted.scenario, info, fitted.params)
+    assert [f["fault"] for f in faults] == ["slow-tokenizer"]
+
+
 @pytest.mark.parametrize("seed", [13, 18])
 def test_windowed_prefill_interference_stalls_decodes_without_filling_the_cache(seed):
     sc = _windowed("prefill-interference", seed)
@@ -98,7 +117,13 @@ def test_windowed_client_stalls_are_topped_up_and_labelled(tmp_path):
 
 
 def test_default_profile_is_not_fitted_where_the_fault_already_bites():
-    for name in ("long-output-tail", "prefill-interference", "kv-pressure", "client-jitter"):
+    for name in (
+        "long-output-tail",
+        "prefill-interference",
+        "kv-pressure",
+        "client-jitter",
+        "slow-tokenizer",
+    ):
         sc = _windowed(name, 11, hardware="h100-8b")
         fitted = fit(sc, 11)
         assert fitted.scenario == sc and not fitted.params and not fitted.client_stalls, name

@@ -15,7 +15,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from traceq.dataset import Dataset
+from traceq.dataset import Dataset, listed_files
 from traceq.ingest.clocks import source_name
 from traceq.ingest.otel import FORMATS as OTEL_FORMATS
 from traceq.sql import load
@@ -34,7 +34,7 @@ def split_trace_warnings(
     con = duckdb.connect()
     try:
         for table in ("requests", "unserved"):
-            paths = [str(ds.path_of(rel)) for s in traced for rel in _rels(s, table)]
+            paths = [str(ds.path_of(rel)) for rel in listed_files({"sources": traced}, table)]
             if paths:
                 con.read_parquet(paths, union_by_name=True).create_view(table)
             else:
@@ -54,8 +54,3 @@ def split_trace_warnings(
                 "concatenate the files of one deployment and ingest that"
             )
     return out
-
-
-def _rels(source: dict[str, Any], table: str) -> list[Any]:
-    rels = source["files"].get(table) or []
-    return rels if isinstance(rels, list) else [rels]

@@ -235,15 +235,47 @@ def test_a_throttled_gpu_back_tests_on_its_speed_timeline(root: Path) -> None:
     assert speed["slowest"] / speed["fastest"] == pytest.approx(3.0, rel=0.1)
 
 
-def test_a_back_test_outside_its_bound_is_marked_low_confidence(root: Path) -> None:
-    """Requests that timed out are not replayed (they have no first token to calibrate on),
-    so the back-test's TTFT p99 misses and says so, in text and JSON."""
-    dataset = _ingest("errors", root, "errors", requests=150)
-    result = _whatif(dataset, rates=[1.0])
+@pytest.fixture(scope="module")
+def errors(root: Path) -> Path:
+    return _ingest("errors", root, "errors", requests=150)
+
+
+def test_requests_ended_by_a_client_timeout_are_replayed_with_it(errors: Path) -> None:
+    """The errors scenario's clients give up 1.5 s after arrival: the aborts are read as that
+    timeout and replayed with it, so the back-test holds its bound and its attainment counts
+    them as missing the SLO; the text says so."""
+    result = _whatif(errors)
+    workload = result.to_dict()["calibration"]["workload"]
+    assert workload["client_timeout_s"] == pytest.approx(1.5, abs=0.01)
+    with Session(errors) as s:
+        aborted = s.query(
+            "SELECT count(*) AS n FROM request_phases WHERE view = 'server' AND error = 'timeout'"
+        )["n"][0]
+    assert workload["timed_out_requests"] == aborted > 10
+    errs = result.calibration.backtest.errors()
+    for key in ("ttft_p50", "ttft_p99", "tpot_p50"):
+        assert abs(errs[key]) <= 0.20, (key, errs[key])
+    assert not result.low_confidence
+    bt = result.calibration.backtest
+    assert bt.predicted.slo_attainment == pytest.approx(bt.observed.slo_attainment, abs=0.05)
+    assert bt.observed.slo_attainment is not None and bt.observed.slo_attainment < 0.9
+    text = CliRunner().invoke(cli, ["whatif", str(errors)]).output
+    assert "client timeout: 1.5 s after arrival" in text
+
+
+def test_a_back_test_outside_its_bound_is_marked_low_confidence(
+    errors: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Aborts read as users cancelling at any time (no common duration: the spread allowed is
+    0 here) are not replayed; the load they put on the queue is missing, the back-test's TTFT
+    p99 misses, and the prediction says so, in text and JSON."""
+    monkeypatch.setattr("traceq.whatif.workload.TIMEOUT_SPREAD", 0.0)
+    result = _whatif(errors, rates=[1.0])
+    assert result.to_dict()["calibration"]["workload"]["client_timeout_s"] is None
     assert result.low_confidence
     doc = result.to_dict()
     assert doc["low_confidence"] and doc["calibration"]["backtest"]["outside_bound"]
-    text = CliRunner().invoke(cli, ["whatif", str(dataset)]).output
+    text = CliRunner().invoke(cli, ["whatif", str(errors)]).output
     assert "LOW CONFIDENCE" in text
 
 

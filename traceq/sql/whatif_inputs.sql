@@ -1,10 +1,12 @@
 -- `traceq whatif` (traceq/whatif/): what the dataset holds for a calibration, one row:
--- requests with a first token, requests with per-token timing (server chunks), the engine's
+-- requests with a first token, requests a client aborted, requests with per-token timing (server chunks), the engine's
 -- peaks from its stats lines (null without them), the instances, and the GPU's memory and
 -- name (the defaults of vLLM depend on both).
 SELECT
     (SELECT count(*) FROM request_phases WHERE view = 'server' AND error IS NULL
         AND ttft_ns IS NOT NULL AND prefill_ns IS NOT NULL) AS timed_requests,
+    (SELECT count(*) FROM request_phases WHERE view = 'server' AND finish_reason = 'abort'
+        AND prompt_tokens > 0 AND e2e_ns > 0) AS aborted_requests,
     (SELECT count(DISTINCT request_id) FROM token_gaps WHERE view = 'server'
         AND tbt_ns IS NOT NULL) AS chunked_requests,
     (SELECT count(DISTINCT instance) FROM request_phases WHERE view = 'server') AS instances,

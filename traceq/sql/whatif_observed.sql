@@ -1,6 +1,6 @@
 -- `traceq whatif` (traceq/whatif/predict.py): the run's own KPIs that the back-test compares a
--- replay with, one row, over the successful server requests (whatif_requests.sql's rows):
--- TTFT and TPOT percentiles (quantile_cont, docs/METRICS.md), SLO attainment and goodput as
+-- replay with, one row, over the successful server requests (whatif_requests.sql's completed
+-- rows): TTFT and TPOT percentiles (quantile_cont, docs/METRICS.md), SLO attainment and goodput as
 -- traceq report defines them ($slo_ttft_ms, $slo_tpot_ms, $slo_e2e_ms; null: no limit),
 -- output tokens per second over first arrival to last token. TBT comes from kpi_latency
 -- (traceq/sql/whatif_observed_tbt.sql), read only where the back-test table shows it.

@@ -173,7 +173,7 @@ class Engine:
         r.t_end = t
         r.finish_reason = "abort"
         r.error = "timeout"
-        r.status_message = f"client disconnected after {self.faults.timeout_s:g} s"
+        r.status_message = f"client disconnected after {(t - r.t_arrival) / 1e9:g} s"
         sink.on_finish(r)
 
     # -- one step ---------------------------------------------------------------------------

@@ -13,7 +13,7 @@ traceq/whatif/render.py.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -158,6 +158,13 @@ class Observed:
 
     def metric(self, name: str) -> Quantiles | None:
         return getattr(self, name)  # type: ignore[no-any-return]
+
+    def with_timeouts(self, share: float) -> Observed:
+        """The attainment with `share` of the requests ended by the client timeout, which miss
+        the SLO (docs/METRICS.md), as a replay that ends them too counts it."""
+        if self.slo_attainment is None or share <= 0:
+            return self
+        return replace(self, slo_attainment=self.slo_attainment * (1 - share))
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -180,7 +180,7 @@ def calibrate(session: Session, settings: dict[str, SettingValue] | None = None)
     limits = read_limits(settings_rows, peaks, settings)
     front = fit_front(session.query(load("whatif_front")).row(0, named=True))
     rows = session.query(load("whatif_requests"), {"limit": MAX_REPLAY_REQUESTS})
-    workload = Workload.from_frame(rows, timed)
+    workload = Workload.from_frame(rows, timed, int(inputs["aborted_requests"] or 0))
     instances = sorted({str(i) for i in sums["instance"].to_list()})
     return Calibrated(Model(steps, front, workload, speed), limits, instances)
 
@@ -199,8 +199,11 @@ def observe(session: Session, slo: dict[str, float | None], tbt: bool = True) ->
 def backtest(
     cal: Calibrated, observed: Observed, slo: dict[str, float | None], gpu_hour_usd: float
 ) -> BackTest:
-    """The observed rate and settings replayed (seed 0) beside the run's own KPIs."""
-    rate0 = cal.model.workload.rate_rps
+    """The observed rate and settings replayed (seed 0) beside the run's own KPIs (its
+    attainment counting the requests its client timeout ended, workload.py)."""
+    workload = cal.model.workload
+    rate0 = workload.rate_rps
+    observed = observed.with_timeouts(workload.timed_out / workload.n if workload.n else 0.0)
     predicted = replay(
         cal.model, cal.limits, rate0, 0, slo, gpu_hour_usd, "back-test", observed_speed=True
     )

@@ -15,6 +15,7 @@ from traceq.whatif.limits import KNOBS, Limit, SettingValue
 from traceq.whatif.model import Capacity, Outcome, Quantiles, WhatIf
 from traceq.whatif.search import MIN_FACTOR
 from traceq.whatif.speed import Speed
+from traceq.whatif.workload import Workload
 
 
 def ms(v: float | None) -> str:
@@ -129,6 +130,15 @@ def _speed(speed: Speed | None) -> list[str]:
     ]
 
 
+def _timeout(wl: Workload) -> list[str]:
+    if not wl.timeout_ns:
+        return []
+    return [
+        f"  client timeout: {ms(wl.timeout_ns / 1e6)} after arrival ({wl.timed_out:,} requests "
+        "aborted at it); every replay ends requests at it"
+    ]
+
+
 def _calibration(r: WhatIf) -> list[str]:
     cal = r.calibration
     t = cal.steps.terms
@@ -151,6 +161,7 @@ def _calibration(r: WhatIf) -> list[str]:
         f"prompt median {lengths['prompt_tokens']['p50']:,.0f} tokens, output median "
         f"{lengths['output_tokens']['p50']:,.0f} tokens, "
         f"prefix-cache hits {pct(wl.prefix_hit_rate)}",
+        *_timeout(wl),
         "  limits:",
     ]
     for lim in cal.limits.items.values():

@@ -102,7 +102,8 @@ def replay(
     the back-test and a playbook's cited setting change) the steps follow the GPU's speed
     timeline of the run (speed.py); every other scenario runs the GPU at its usual speed,
     factor 1, since a throttle or a warm-up is an incident of the run at its own times, not a
-    property of the engine at another rate or setting."""
+    property of the engine at another rate or setting. The run's client timeout, if it had
+    one (workload.py), ends requests in every scenario."""
     speed = model.speed if observed_speed else None
     cfg = engine_config(model, limits)
     arrivals = model.workload.arrivals(rate_rps, seed)
@@ -118,7 +119,7 @@ def replay(
         engine = Engine(cfg, NO_FAULTS, part[0].t_arrival, None, speed.at if speed else None)
         engine.warm_prefix(warm)
         requests = tokenize_stage(iter(part), cfg, NO_FAULTS, seed + k, ids)
-        drive(engine, requests, part[0].t_arrival, out)
+        drive(engine, requests, part[0].t_arrival, out, model.workload.timeout_ns)
     return _outcome(keep, model, limits, rate_rps, seed, slo, gpu_hour_usd, label)
 
 

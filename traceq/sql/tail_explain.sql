@@ -14,7 +14,31 @@
 --                 was in the window's longest 5 %;
 --   none          none of these.
 -- One row per (metric, phase, state), with the metric's p99 and tail threshold.
-WITH r AS (
+WITH sized AS (
+    -- one pass over the window's successful requests, narrow (a window can hold millions):
+    -- per metric the count, p99 and the tail's threshold (the slowest $tail_share, or the
+    -- $min_tail slowest when that is more); the longest e2e (how far before the window a
+    -- long prefill can still overlap) and the output length of the window's longest 5 %
+    SELECT
+        count(ttft_ns) AS n_ttft,
+        count(tpot_ns) AS n_tpot,
+        count(e2e_ns) AS n_e2e,
+        quantile_cont(ttft_ns, 0.99) AS p99_ttft,
+        quantile_cont(tpot_ns, 0.99) AS p99_tpot,
+        quantile_cont(e2e_ns, 0.99) AS p99_e2e,
+        least(quantile_disc(ttft_ns, 1 - $tail_share),
+              list_min(max(ttft_ns, CAST($min_tail AS BIGINT)))) AS thr_ttft,
+        least(quantile_disc(tpot_ns, 1 - $tail_share),
+              list_min(max(tpot_ns, CAST($min_tail AS BIGINT)))) AS thr_tpot,
+        least(quantile_disc(e2e_ns, 1 - $tail_share),
+              list_min(max(e2e_ns, CAST($min_tail AS BIGINT)))) AS thr_e2e,
+        max(e2e_ns) AS max_e2e_ns,
+        quantile_cont(output_tokens, 0.95) AS long_output_tokens
+    FROM request_phases
+    WHERE t_arrival >= $start AND t_arrival < $end AND error IS NULL
+),
+r AS (
+    -- the requests in some metric's tail, with what judging them needs
     SELECT
         p.request_id,
         p.t_arrival,
@@ -30,26 +54,9 @@ WITH r AS (
         p.residual_ns,
         p.prompt_tokens - coalesce(p.cached_tokens, 0) AS new_tokens,
         p.output_tokens
-    FROM request_phases AS p
+    FROM request_phases AS p, sized AS s
     WHERE p.t_arrival >= $start AND p.t_arrival < $end AND p.error IS NULL
-),
-sized AS (
-    -- one pass: per metric the count, p99 and the tail's threshold (the slowest
-    -- $tail_share, or the $min_tail slowest when that is more)
-    SELECT
-        count(ttft_ns) AS n_ttft,
-        count(tpot_ns) AS n_tpot,
-        count(e2e_ns) AS n_e2e,
-        quantile_cont(ttft_ns, 0.99) AS p99_ttft,
-        quantile_cont(tpot_ns, 0.99) AS p99_tpot,
-        quantile_cont(e2e_ns, 0.99) AS p99_e2e,
-        least(quantile_disc(ttft_ns, 1 - $tail_share),
-              list_min(max(ttft_ns, CAST($min_tail AS BIGINT)))) AS thr_ttft,
-        least(quantile_disc(tpot_ns, 1 - $tail_share),
-              list_min(max(tpot_ns, CAST($min_tail AS BIGINT)))) AS thr_tpot,
-        least(quantile_disc(e2e_ns, 1 - $tail_share),
-              list_min(max(e2e_ns, CAST($min_tail AS BIGINT)))) AS thr_e2e
-    FROM r
+        AND (p.ttft_ns >= s.thr_ttft OR p.tpot_ns >= s.thr_tpot OR p.e2e_ns >= s.thr_e2e)
 ),
 tail AS (
     SELECT 'ttft' AS metric, r.*, r.ttft_ns AS v, s.n_ttft AS n, s.p99_ttft AS p99_ns,
@@ -74,7 +81,7 @@ long_prefills AS (
         prompt_tokens - coalesce(cached_tokens, 0) AS new_tokens
     FROM request_phases
     WHERE prompt_tokens - coalesce(cached_tokens, 0) >= $long_prompt_tokens
-        AND ttft_ns IS NOT NULL AND t_arrival < $end + (SELECT max(e2e_ns) FROM r)
+        AND ttft_ns IS NOT NULL AND t_arrival < $end + (SELECT max_e2e_ns FROM sized)
         AND t_arrival + ttft_ns > $start
 ),
 behind AS (
@@ -106,9 +113,6 @@ warm AS (
     JOIN ready AS e ON e.ts <= t.t_arrival
         AND t.t_arrival - e.ts <= CAST($warmup_s * 1e9 AS BIGINT)
 ),
-long_output AS (
-    SELECT quantile_cont(output_tokens, 0.95) AS tokens FROM r
-),
 judged AS (
     SELECT
         t.metric,
@@ -135,7 +139,7 @@ judged AS (
             WHEN w.request_id IS NOT NULL THEN 'warm-up'
             WHEN b.ahead_tokens IS NOT NULL THEN 'long-prefill'
             WHEN t.metric = 'ttft' AND t.new_tokens >= $long_prompt_tokens THEN 'long-prompt'
-            WHEN t.metric = 'e2e' AND t.output_tokens >= o.tokens THEN 'long-output'
+            WHEN t.metric = 'e2e' AND t.output_tokens >= s.long_output_tokens THEN 'long-output'
             ELSE 'none'
         END AS state,
         b.ahead_tokens,
@@ -144,7 +148,7 @@ judged AS (
     LEFT JOIN behind AS b USING (metric, request_id)
     LEFT JOIN kv AS k USING (metric, request_id)
     LEFT JOIN warm AS w USING (metric, request_id)
-    CROSS JOIN long_output AS o
+    CROSS JOIN sized AS s
 )
 SELECT
     metric,

@@ -22,12 +22,13 @@ request's chunks stay in one file, the `day=` of its first chunk, and `tokens.ga
 by a reader (OTLP) is filled there from that order (a streaming `lag`), so no ingest runs a
 window over every chunk. `tokens` is sorted in pieces of whole minutes of first-chunk time, at
 most `TOKENS_PIECE_ROWS` chunks each, one after the other, so that the sort's spill to disk is
-bounded by a piece, not by the file. Row groups hold `ROW_GROUP_ROWS` rows, so each covers a
-short stretch of time and a time filter reads only the row groups (min/max of the time column)
-that overlap it. The sorts run in DuckDB under `LAYOUT_MEMORY`, spilling to the source's staging
-folder beyond it, so their memory does not grow with the file. A table other than `tokens`
-spanning several days is sorted once, to a scratch file that each day's file is then read from
-in order.
+bounded by a piece, not by the file; the first-chunk scratch the pieces read is a folder of
+files of `T0_FILE_ROW_GROUPS` row groups, not one file. Row groups hold `ROW_GROUP_ROWS` rows,
+so each covers a short stretch of time and a time filter reads only the row groups (min/max of
+the time column) that overlap it. The sorts run in DuckDB under `LAYOUT_MEMORY`, spilling to
+the source's staging folder beyond it, so their memory does not grow with the file. A table
+other than `tokens` spanning several days is sorted once, to a scratch file that each day's file
+is then read from in order.
 """
 
 from __future__ import annotations
@@ -69,7 +70,14 @@ TOKENS_PIECE_ROWS = 1 << 23
 first-chunk time, `_pieces`). DuckDB spills sorted rows uncompressed, ~180 bytes a chunk with
 their strings, and deletes the spill when the piece is written: 8 Mi chunks (~1.5 GB) bound the
 temporary disk, where one sort of a 26 GB OTLP file's 168 M chunks spilled 30-40 GB
-(docs/PERFORMANCE.md). Each piece reads the first-chunk file again, pruned to its row groups."""
+(docs/PERFORMANCE.md). Each piece reads the first-chunk files again, pruned to its row groups."""
+
+T0_FILE_ROW_GROUPS = 64
+"""Row groups (of DuckDB's 122,880 rows) per file of the first-chunk scratch that every piece
+of the `tokens` sort reads, pruned to its own time: reading one file of all the chunks held
+memory in proportion to the file's row groups, whether read or pruned (3 M requests' 168 M
+chunks in 1,368 groups: 1,107 MiB to sort a 2 M-chunk piece under 512 MB; in files of 64
+groups: 646 MiB, as one third of the chunks in one file: 679 MiB; docs/PERFORMANCE.md)."""
 
 LAYOUT_MEMORY = "512MB"
 """DuckDB memory limit of the sort that lays out one source (spills to disk beyond it). DuckDB
@@ -126,9 +134,9 @@ def lay_out(
             else:
                 con.register(view, empty(table).to_arrow())
         con.execute(load("layout_setup"))
-        t0 = scratch / "layout_tokens_t0.parquet"
-        con.sql(load("layout_tokens_t0")).write_parquet(str(t0), compression="zstd")
-        con.read_parquet(str(t0)).create_view("_staged_tokens_t0")
+        t0 = scratch / "layout_tokens_t0"
+        con.execute(load("layout_tokens_t0"), {"path": str(t0), "files": T0_FILE_ROW_GROUPS})
+        con.read_parquet(str(t0 / "*.parquet")).create_view("_staged_tokens_t0")
         con.execute(load("layout"))
         for table in staged.keys() & PARTITION_TIME.keys():
             if table == "tokens":

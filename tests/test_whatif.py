@@ -279,6 +279,42 @@ def test_a_back_test_outside_its_bound_is_marked_low_confidence(
     assert "LOW CONFIDENCE" in text
 
 
+def test_unlike_instances_are_each_replayed_at_their_own_speed(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two replicas, the second on a GPU whose every step costs 1.4× (two synth runs, one
+    dataset): the calibration reads each instance's factor, the back-test replays each
+    replica at its own and holds its bound closer than one pooled speed does; a replay with
+    another number of replicas says it runs them at the pooled one."""
+    base = scenario("healthy", requests=REQUESTS)
+    e = base.engine
+    terms = ("step_overhead_s", "decode_per_seq_s", "decode_per_kv_token_s",
+             "prefill_per_token_s", "prefill_attn_per_token2_s")  # fmt: skip
+    slow = replace(
+        base,
+        engine=replace(e, host="gpu-node-1", **{t: 1.4 * getattr(e, t) for t in terms}),
+    )
+    generate(base, root / "fleet-a", seed=1)
+    generate(slow, root / "fleet-b", seed=2)
+    dataset = root / "fleet.tq"
+    traceq.ingest([root / "fleet-a", root / "fleet-b"], dataset)
+    result = _whatif(dataset)
+    speeds = result.to_dict()["calibration"]["instance_speed"]
+    assert speeds["gpu-node-1"] / speeds["gpu-node-0"] == pytest.approx(1.4, rel=0.05)
+    errors = result.calibration.backtest.errors()
+    for key in ("ttft_p50", "ttft_p99", "tpot_p50"):
+        assert abs(errors[key]) <= 0.20, (key, errors[key])
+    assert "instances not alike" in CliRunner().invoke(cli, ["whatif", str(dataset)]).output
+    three = _whatif(dataset, settings={"replicas": 3})
+    assert any("not alike" in w for w in three.warnings)
+    monkeypatch.setattr("traceq.whatif.speed.INSTANCE_SPREAD", 100.0)
+    pooled = _whatif(dataset)
+    assert pooled.calibration.instance_speed is None
+    worse = pooled.calibration.backtest.errors()
+    assert abs(worse["ttft_p99"]) > abs(errors["ttft_p99"])
+    assert abs(worse["tpot_p50"]) > abs(errors["tpot_p50"])
+
+
 def test_a_front_cost_all_per_token_keeps_its_slope() -> None:
     """slow-tokenizer's sample: 150 µs a prompt token fits −11 ms + 162 µs a token; the line
     through the origin keeps what long prompts cost, a constant median would not."""

@@ -311,11 +311,13 @@ class Calibration:
     instances: list[str]
     backtest: BackTest
     speed: Speed | None = None
+    instance_speed: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "step_time": self.steps.to_dict(),
             "gpu_speed": self.speed.to_dict() if self.speed else None,
+            "instance_speed": self.instance_speed,
             "front": self.front.to_dict(),
             "instances": self.instances,
             "engine_version": self.limits.version,

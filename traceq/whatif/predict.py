@@ -30,7 +30,7 @@ from traceq.whatif.limits import Limits, Peaks, SettingError, SettingValue, read
 from traceq.whatif.model import BackTest, Calibration, Observed, Outcome, WhatIf
 from traceq.whatif.replay import Model, replay
 from traceq.whatif.search import max_rate, plan
-from traceq.whatif.speed import SPEED_WINDOW_NS, fit_with_speed
+from traceq.whatif.speed import SPEED_WINDOW_NS, fit_instances, fit_with_speed
 from traceq.whatif.workload import MAX_REPLAY_REQUESTS, Workload
 
 DEFAULT_ATTAINMENT = 0.95
@@ -96,6 +96,7 @@ def whatif(
         cal.instances,
         backtest(cal, observe(session, slo), slo, gpu_hour_usd),
         model.speed,
+        model.instance_speed,
     )
     rate0 = model.workload.rate_rps
     changed = limits.with_settings(settings) if settings else None
@@ -115,6 +116,8 @@ def whatif(
     elif find_max_rate:
         found = max_rate(model, target, slo, attainment, gpu_hour_usd)
     warnings = target.warnings()
+    if model.instance_speed and int(target.value("replicas")) != len(model.instance_speed):
+        warnings.append(unlike_warning(model.instance_speed))
     if calibration.backtest.low_confidence:
         warnings.insert(0, low_confidence_warning(calibration.backtest))
     return WhatIf(
@@ -182,7 +185,8 @@ def calibrate(session: Session, settings: dict[str, SettingValue] | None = None)
     rows = session.query(load("whatif_requests"), {"limit": MAX_REPLAY_REQUESTS})
     workload = Workload.from_frame(rows, timed, int(inputs["aborted_requests"] or 0))
     instances = sorted({str(i) for i in sums["instance"].to_list()})
-    return Calibrated(Model(steps, front, workload, speed), limits, instances)
+    steps, factors = fit_instances(sums, steps, speed)
+    return Calibrated(Model(steps, front, workload, speed, factors), limits, instances)
 
 
 def observe(session: Session, slo: dict[str, float | None], tbt: bool = True) -> Observed:
@@ -212,6 +216,15 @@ def backtest(
 
 def _slo_params(slo: dict[str, float | None]) -> dict[str, Any]:
     return {f"slo_{k}": slo.get(k) for k in ("ttft_ms", "tpot_ms", "e2e_ms")}
+
+
+def unlike_warning(factors: dict[str, float]) -> str:
+    """What a replay with another number of replicas than the run's unlike instances says."""
+    return (
+        f"the run's {len(factors):,} instances are not alike (step costs "
+        f"{min(factors.values()):.2f}× to {max(factors.values()):.2f}× the fit's): "
+        "each replica is replayed at the fit's, pooled over them"
+    )
 
 
 def low_confidence_warning(bt: BackTest) -> str:

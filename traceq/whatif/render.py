@@ -130,6 +130,16 @@ def _speed(speed: Speed | None) -> list[str]:
     ]
 
 
+def _instances(factors: dict[str, float] | None) -> list[str]:
+    if not factors:
+        return []
+    each = ", ".join(f"{name} {f:.2f}×" for name, f in factors.items())
+    return [
+        f"  instances not alike, step costs against the fit: {each}; a replay with "
+        f"{len(factors):,} replicas runs each at its instance's"
+    ]
+
+
 def _timeout(wl: Workload) -> list[str]:
     if not wl.timeout_ns:
         return []
@@ -155,6 +165,7 @@ def _calibration(r: WhatIf) -> list[str]:
         f" + {ms(t['decode_per_kv_token_s'] * 1e6)} per 1,000 KV tokens held"
         f" + {ms(t['prefill_per_token_s'] * 1e6)} per 1,000 prefill tokens",
         *_speed(cal.speed),
+        *_instances(cal.instance_speed),
         f"  arrival to queue: {ms(cal.front.base_s * 1e3)}"
         f" + {cal.front.per_token_s * 1e6:.2f} µs per prompt token",
         f"  workload: {rate(wl.rate_rps)}, burstiness {wl.burstiness:.2f} (1 = Poisson), "

@@ -8,6 +8,7 @@ TBT pooled over every gap, SLO attainment and goodput as `traceq report` counts 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -39,6 +40,8 @@ class Model:
     front: FrontFit
     workload: Workload
     speed: Speed | None = None
+    instance_speed: dict[str, float] | None = None
+    """Each instance's step-cost factor, when the run's instances are not alike (speed.py)."""
 
 
 def engine_config(model: Model, limits: Limits) -> EngineConfig:
@@ -103,7 +106,8 @@ def replay(
     timeline of the run (speed.py); every other scenario runs the GPU at its usual speed,
     factor 1, since a throttle or a warm-up is an incident of the run at its own times, not a
     property of the engine at another rate or setting. The run's client timeout, if it had
-    one (workload.py), ends requests in every scenario."""
+    one (workload.py), ends requests in every scenario; with as many replicas as the run's
+    unlike instances, replica k runs at instance k's step-cost factor (speed.py)."""
     speed = model.speed if observed_speed else None
     cfg = engine_config(model, limits)
     arrivals = model.workload.arrivals(rate_rps, seed)
@@ -112,15 +116,30 @@ def replay(
     out = Fanout([keep])
     ids = (f"whatif-{i}" for i in itertools.count())
     warm = model.workload.warm_blocks() if cfg.prefix_caching else ()
+    own = model.instance_speed
+    factors = list(own.values()) if own and len(own) == replicas else None
     for k in range(replicas):
         part = arrivals[k::replicas]
         if not part:
             continue
-        engine = Engine(cfg, NO_FAULTS, part[0].t_arrival, None, speed.at if speed else None)
+        engine = Engine(cfg, NO_FAULTS, part[0].t_arrival, None, _speed(speed, factors, k))
         engine.warm_prefix(warm)
         requests = tokenize_stage(iter(part), cfg, NO_FAULTS, seed + k, ids)
         drive(engine, requests, part[0].t_arrival, out, model.workload.timeout_ns)
     return _outcome(keep, model, limits, rate_rps, seed, slo, gpu_hour_usd, label)
+
+
+def _speed(
+    timeline: Speed | None, factors: list[float] | None, k: int
+) -> Callable[[int], float] | None:
+    """Replica k's step-cost factor over time: the run's speed timeline (when replayed) times
+    its instance's factor (when the replicas are the run's unlike instances)."""
+    if factors is None:
+        return timeline.at if timeline else None
+    g = factors[k]
+    if timeline is None:
+        return lambda t: g
+    return lambda t: g * timeline.at(t)
 
 
 def _outcome(

@@ -43,6 +43,12 @@ SPEED_CHANGE = 1.2
 """Ratio of the slowest to the fastest window's factor below which the run ran at one speed:
 the factors of a steady GPU scatter by a few percent from batch shapes the line misses."""
 
+INSTANCE_SPREAD = 1.15
+"""Ratio of the slowest to the fastest instance's step-cost factor past which the instances
+are not alike (another GPU, clock or build): a calibration says so, and a replay with as many
+replicas as the run had instances gives each replica its instance's factor. Instances of one
+model on one kind of GPU differ by a few percent."""
+
 ITERATIONS = 20
 """Rounds of the alternating fit; the factors settle to 0.1 % within a handful."""
 
@@ -107,6 +113,69 @@ def fit_with_speed(sums: pl.DataFrame) -> tuple[StepFit | None, Speed | None]:
     return fit_steps(sums, factor[row_window]), Speed(
         tuple(int(t) for t in starts), tuple(float(f) for f in factor)
     )
+
+
+def fit_instances(
+    sums: pl.DataFrame, fit: StepFit, speed: Speed | None
+) -> tuple[StepFit, dict[str, float] | None]:
+    """The step fit and each instance's step-cost factor, when the run's instances are not
+    alike (`INSTANCE_SPREAD`): fitted in turn as the speed timeline is (module docstring),
+    the factors scaled to a step-weighted mean of 1, so the fit is the instances' mean. The
+    fit as given and None when they are alike, or the run had one instance."""
+    if "instance" not in sums.columns or sums["instance"].n_unique() < 2:
+        return fit, None
+    names = sums["instance"].cast(pl.String).fill_null("").to_numpy()
+    steps = sums["steps"].cast(pl.Float64).fill_null(0.0).to_numpy()
+    f = np.ones(sums.height)
+    if speed is not None and "window_start" in sums.columns:
+        f = np.array([speed.at(int(t)) for t in sums["window_start"].to_list()])
+    factors = _unit(instance_scale(sums, fit, f, names), names, steps)
+    if max(factors.values()) < INSTANCE_SPREAD * min(factors.values()):
+        return fit, None
+    for _ in range(ITERATIONS):
+        row_f = f * np.array([factors[n] for n in names])
+        refit = fit_steps(sums, row_f)
+        if refit is None:
+            return fit, None
+        fit = refit
+        scale = instance_scale(sums, fit, row_f, names)
+        factors = _unit({n: g * scale[n] for n, g in factors.items()}, names, steps)
+    return fit, factors
+
+
+def instance_scale(
+    sums: pl.DataFrame, fit: StepFit, f: np.ndarray, names: np.ndarray
+) -> dict[str, float]:
+    """Each instance's least-squares scale of its steps' fitted times (each row's × f) to the
+    measured ones.
+
+    >>> import polars as pl
+    >>> from traceq.whatif.calibrate import TERMS, StepFit
+    >>> row = {f"xx_{i}{j}": 0.0 for i in range(len(TERMS)) for j in range(i, len(TERMS))}
+    >>> row |= {f"xy_{i}": 0.0 for i in range(len(TERMS))} | {"xx_00": 100.0}
+    >>> sums = pl.DataFrame([row | {"xy_0": 1.0}, row | {"xy_0": 1.5}])
+    >>> fit = StepFit(dict.fromkeys(TERMS, 0.0) | {TERMS[0]: 0.0125}, 200, None, 0, 0, 0, 0)
+    >>> scale = instance_scale(sums, fit, np.ones(2), np.array(["a", "b"]))
+    >>> {k: round(v, 2) for k, v in scale.items()}
+    {'a': 0.8, 'b': 1.2}
+    """
+    coef = np.array(list(fit.terms.values()))
+    xx_rows, xy_rows = normal_equations(sums)
+    pred_sq = f * f * np.einsum("i,rij,j->r", coef, xx_rows, coef)
+    cross = f * (xy_rows @ coef)
+    out = {}
+    for name in sorted(set(names.tolist())):
+        rows = names == name
+        den = pred_sq[rows].sum()
+        out[str(name)] = float(cross[rows].sum() / den) if den > 0 else 1.0
+    return out
+
+
+def _unit(factors: dict[str, float], names: np.ndarray, steps: np.ndarray) -> dict[str, float]:
+    """`factors` scaled to a mean of 1 weighted by each instance's steps."""
+    weight = {n: float(steps[names == n].sum()) for n in factors}
+    mean = sum(factors[n] * weight[n] for n in factors) / max(sum(weight.values()), 1e-9)
+    return {n: v / mean for n, v in factors.items()} if mean > 0 else factors
 
 
 def _carry_forward(raw: np.ndarray, ok: np.ndarray) -> np.ndarray:

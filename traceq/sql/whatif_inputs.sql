@@ -1,7 +1,7 @@
 -- `traceq whatif` (traceq/whatif/): what the dataset holds for a calibration, one row:
--- requests with a first token, requests a client aborted, requests with per-token timing (server chunks), the engine's
--- peaks from its stats lines (null without them), the instances, and the GPU's memory and
--- name (the defaults of vLLM depend on both).
+-- requests with a first token, requests a client aborted, requests with per-token timing
+-- (server chunks), the engine's peaks from its stats lines (null without them), the
+-- instances, and the GPU's memory and name (the defaults of vLLM depend on both).
 SELECT
     (SELECT count(*) FROM request_phases WHERE view = 'server' AND error IS NULL
         AND ttft_ns IS NOT NULL AND prefill_ns IS NOT NULL) AS timed_requests,

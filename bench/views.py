@@ -170,8 +170,8 @@ def main() -> None:
                 for ref in REFERENCES
             ]
             print(
-                f"{name:28} {r['seconds']:8.2f} {' '.join(ratios)} {r['rss_mib']:8.0f} "
-                f"{r['cpu_s']:7.2f} {cpu_x:10.2f} {r['open_s']:.2f}",
+                f"{name:28} {r['seconds']:8.4f} {' '.join(ratios)} {r['rss_mib']:8.0f} "
+                f"{r['cpu_s']:7.3f} {cpu_x:10.2f} {r['open_s']:.2f}",
                 flush=True,
             )
     print(f"\nmeasured {time.strftime('%Y-%m-%d %H:%M')} UTC, load average {os.getloadavg()}")

@@ -6,6 +6,7 @@ Layout (traceq/layout.py has the partition and sort rules)::
     DATASET/<table>/day=<YYYY-MM-DD>/[instance=<name>/]<source_id>.parquet
     DATASET/<table>/<source_id>.parquet      tables without time; every table in old datasets
     DATASET/request_pick/<key>.parquet       which row stands for each request (pick.py)
+    DATASET/kpis/<key>.parquet               kpi_latency's figures, stored (stored_kpis.py)
     DATASET/.staging/            scratch space of ingests in progress
 
 The manifest lists each source's files per table (`files`: table → list of paths relative to
@@ -134,6 +135,22 @@ class Dataset:
         """The settled request pick's file (traceq/pick.py) if it is there, else None."""
         path = pick.file_of(self.root, entry)
         return path if path.is_file() else None
+
+    def stored_file(self, rel: str) -> Path | None:
+        """A file traceq names itself (the stored KPIs, traceq/stored_kpis.py), not one read
+        from the manifest, if it is there and inside the dataset, else None."""
+        path = self.root / rel
+        if not path.is_file() or not path.resolve().is_relative_to(self.root.resolve()):
+            return None
+        return path
+
+    def amend(self, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> None:
+        """Under the dataset's lock, write the manifest `change` returns for the current one
+        (nothing when it returns None): for what traceq stores beside the sources."""
+        with self._locked():
+            changed = change(self.manifest())
+            if changed is not None:
+                self._write_manifest(changed)
 
     # -- reading -------------------------------------------------------------------------
     def manifest(self) -> dict[str, Any]:

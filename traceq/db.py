@@ -2,7 +2,8 @@
 
 Tables are views over the Parquet files the manifest lists (empty tables of the right shape
 when a table has no file yet); the public views come from the SQL files `VIEW_FILES` names
-(traceq/docs.py); `sources` lists the manifest's sources. Every table, view and
+(traceq/docs.py), `kpi_latency` reading back the figures an ingest stored when they match
+the files (traceq/stored_kpis.py); `sources` lists the manifest's sources. Every table, view and
 column carries its doc as a DuckDB comment (`duckdb_columns().comment`). With
 `read_only=True` (the default) the connection can read only the dataset's own files: external
 access is switched off and the configuration locked, so SQL cannot write or reach any other
@@ -23,7 +24,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from traceq import pick
+from traceq import pick, stored_kpis
 from traceq.columns import conformed
 from traceq.dataset import listed_files
 from traceq.docs import VIEW_FILES, views
@@ -93,10 +94,24 @@ def connect(
     files += _register_pick(con, ds, manifest)
     for name in VIEW_FILES:
         con.execute(load(name))
+    files += _register_kpis(con, ds, manifest)
     _comment(con)
     if read_only:
         _lock_down(con, files)
     return con
+
+
+def _register_kpis(
+    con: duckdb.DuckDBPyConnection, ds: AnyDataset, manifest: dict[str, Any]
+) -> list[str]:
+    """Put kpi_latency's stored figures (traceq/stored_kpis.py) in place of `_kpi_stats`
+    when they were stored for exactly these files; returns the file read, if any."""
+    entry = stored_kpis.current(manifest)
+    path = ds.stored_file(stored_kpis.rel_of(entry)) if entry else None
+    if path is None:
+        return []
+    con.read_parquet(str(path)).create_view("_kpi_stats")
+    return [str(path)]
 
 
 PICK_ROLES = ("primary", "client")

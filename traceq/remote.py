@@ -92,7 +92,11 @@ class RemoteDataset:
 
     def pick_file(self, entry: dict[str, Any]) -> str | None:
         """The settled request pick's URL (traceq/pick.py) if the file is there, else None."""
-        rel = pick.file_of(Path(), entry).as_posix()
+        return self.stored_file(pick.file_of(Path(), entry).as_posix())
+
+    def stored_file(self, rel: str) -> str | None:
+        """The URL of a file traceq names itself (the request pick, the stored KPIs), not
+        one read from the manifest, if it is there, else None."""
         try:
             found = self.filesystem.exists(f"{self._path}/{rel}")
         except Exception as exc:  # the store's own errors, as in _read_manifest

@@ -314,6 +314,15 @@ def render_markdown() -> str:
         "there is one). `request_phases`, `token_gaps` and the KPIs read it, so copies of a",
         "request from several sources are counted once (docs/METRICS.md).",
         "",
+        "## `kpis` (derived)",
+        "",
+        "Not read from any source: an ingest that leaves at least a million `tokens` rows",
+        "stores the rows behind `kpi_latency` (`traceq/ingest/kpis.py`) as",
+        "`kpis/<key>.parquet` named in `manifest.json`, where the key names every listed",
+        "file, the views' SQL and the DuckDB version (`traceq/stored_kpis.py`).",
+        "`kpi_latency` reads them back while the key matches and computes them from the files",
+        "otherwise, with the same result.",
+        "",
     ]
     return "\n".join(out)
 

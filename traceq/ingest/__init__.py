@@ -21,6 +21,7 @@ import duckdb
 import polars as pl
 
 from traceq.dataset import HEAD_HASH_BYTES, Dataset, DatasetError, write_error
+from traceq.ingest import kpis
 from traceq.ingest.blocks import LineCap
 from traceq.ingest.clocks import (
     clock_lines,
@@ -192,6 +193,7 @@ def ingest(
             key=lambda s: _needs_year(s, fmt, options),
         )
         results = [_ingest_one(ds, s, fmt, options, progress or _noop, replace) for s in sources]
+        kpis.settle(ds)
         manifest = ds.sources()
     except OSError as exc:  # disk full, read-only: what to do, not a traceback
         error = write_error(Path(dataset), exc)

@@ -465,6 +465,14 @@ SELECT t.k, {'n': t.n, 'mean': t.mean, 'q': i.q, 'max': t.max} AS s
 FROM total AS t
 JOIN interpolated AS i ON i.k = t.k;
 
+-- kpi_latency's figures, one row per metric k with values (s: n, mean, q, max), as computed from
+-- the files. traceq/db.py puts in its place the same rows stored when the dataset was last
+-- ingested (traceq/ingest/kpis.py), when they were stored for exactly these files and SQL.
+CREATE OR REPLACE VIEW _kpi_stats AS
+SELECT k, s FROM _request_stats
+UNION ALL
+SELECT 3, s FROM _tbt_stats;
+
 -- @view kpi_latency
 -- Latency KPIs, one row per metric: count, mean and linearly interpolated percentiles
 -- (quantile_cont). tbt_ms pools every chunk gap of every request (vLLM bench's "ITL") from
@@ -472,13 +480,9 @@ JOIN interpolated AS i ON i.k = t.k;
 -- last bit or one unit in it), found in memory that does not grow with the requests or the
 -- chunks: a histogram, then only the values near each percentile (two scans of
 -- request_phases; one of token_gaps, whose histogram is summed from the gap_buckets table
--- written at ingest where a source has it).
+-- written at ingest where a source has it). A dataset of at least a million chunks stores the
+-- figures when it is ingested, and this view reads them back while its files are unchanged.
 CREATE OR REPLACE VIEW kpi_latency AS
-WITH stats AS (
-    SELECT k, s FROM _request_stats
-    UNION ALL
-    SELECT 3, s FROM _tbt_stats
-)
 SELECT
     -- Metric name (a request_phases / token_gaps column, in ms).
     m.metric,
@@ -500,7 +504,7 @@ FROM (
     VALUES (1, 'ttft_ms'), (2, 'tpot_ms'), (3, 'tbt_ms'), (4, 'e2e_ms'), (5, 'tokenize_ms'),
         (6, 'queue_ms'), (7, 'prefill_ms'), (8, 'decode_ms'), (9, 'residual_ms')
 ) AS m (k, metric)
-LEFT JOIN stats USING (k)
+LEFT JOIN _kpi_stats AS s USING (k)
 ORDER BY m.k;
 
 -- @view kpi_throughput

@@ -316,7 +316,7 @@ def render_markdown() -> str:
         "",
         "## `kpis` (derived)",
         "",
-        "Not read from any source: an ingest that leaves at least a million `tokens` rows",
+        "Not read from any source: an ingest that leaves at least two million `tokens` rows",
         "stores the rows behind `kpi_latency` (`traceq/ingest/kpis.py`) as",
         "`kpis/<key>.parquet` named in `manifest.json`, where the key names every listed",
         "file, the views' SQL and the DuckDB version (`traceq/stored_kpis.py`).",

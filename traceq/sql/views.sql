@@ -480,7 +480,7 @@ SELECT 3, s FROM _tbt_stats;
 -- last bit or one unit in it), found in memory that does not grow with the requests or the
 -- chunks: a histogram, then only the values near each percentile (two scans of
 -- request_phases; one of token_gaps, whose histogram is summed from the gap_buckets table
--- written at ingest where a source has it). A dataset of at least a million chunks stores the
+-- written at ingest where a source has it). A dataset of at least two million chunks stores the
 -- figures when it is ingested, and this view reads them back while its files are unchanged.
 CREATE OR REPLACE VIEW kpi_latency AS
 SELECT

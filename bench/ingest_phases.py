@@ -6,7 +6,8 @@ Wraps the phase functions (the OTLP first pass and second pass, the second pass'
 and each of its outputs, the layout's first-chunk file and each table it writes, `tokens` with
 all its pieces, the request pick) and, at each phase boundary, reads the process's VmHWM and
 resets it (`5` written to /proc/self/clear_refs), so each line is that phase's own peak RSS,
-not the running maximum. Linux only. docs/PERFORMANCE.md, "Ingest peak RSS with size", has the
+not the running maximum, beside the RSS the process held when the phase began (what the
+earlier phases left). Linux only. docs/PERFORMANCE.md, "Ingest peak RSS with size", has the
 figures.
 """
 
@@ -22,28 +23,37 @@ from typing import Any
 
 import traceq
 from traceq import layout, pick
-from traceq.ingest import otel, serverlog
+from traceq.ingest import kpis, otel, serverlog
 from traceq.ingest.gpu import long as gpu_long
 
 _marks: list[dict[str, Any]] = []
-_state: dict[str, Any] = {"phase": "start", "t": time.perf_counter()}
+_state: dict[str, Any] = {"phase": "start", "t": time.perf_counter(), "start_mib": 0}
+
+
+def _status_mib(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def _hwm_mib() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return _status_mib("VmHWM")
 
 
 def mark(next_phase: str) -> None:
     """Close the current phase (its own peak RSS and seconds) and start `next_phase`."""
     now = time.perf_counter()
     _marks.append(
-        {"phase": _state["phase"], "s": round(now - _state["t"], 2), "peak_mib": round(_hwm_mib())}
+        {
+            "phase": _state["phase"],
+            "s": round(now - _state["t"], 2),
+            "start_mib": _state["start_mib"],
+            "peak_mib": round(_hwm_mib()),
+        }
     )
     Path("/proc/self/clear_refs").write_text("5")
-    _state.update(phase=next_phase, t=time.perf_counter())
+    _state.update(phase=next_phase, t=time.perf_counter(), start_mib=round(_status_mib("VmRSS")))
 
 
 def _wrap(name: str, fn: Callable[..., Any], after: str) -> Callable[..., Any]:
@@ -73,6 +83,7 @@ def _install(keep: Path | None) -> None:
     layout._write_days = _wrap_days(layout._write_days)
     layout._write_tokens = _wrap_days(layout._write_tokens)
     pick.settle = _wrap("request pick", pick.settle, "after pick")
+    kpis.settle = _wrap("stored KPIs", kpis.settle, "after stored KPIs")
     serverlog.second_pass = _wrap_second_pass("serverlog second pass", serverlog.second_pass)
     gpu_long.second_pass = _wrap_second_pass("gpu second pass", gpu_long.second_pass)
     load = otel.load
@@ -121,7 +132,7 @@ def _wrap_second_pass(name: str, cm: Callable[..., Any]) -> Callable[..., Any]:
 
 def _wrap_days(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapped(con: Any, table: str, *args: Any) -> Any:
-        mark(f"layout: {table}")
+        mark(f"layout: {Path(str(table)).name}")  # a table name, or the folder it is written to
         return fn(con, table, *args)
 
     return wrapped
@@ -143,8 +154,9 @@ def main() -> None:
     mark("end")
     total = time.perf_counter() - t
     rows = [m for m in _marks if m["s"] >= 0.05 or m["peak_mib"] > 0]
+    print(f"{'phase':<36} {'s':>11} {'peak':>11} {'RSS at start':>13}")
     for m in rows:
-        print(f"{m['phase']:<36} {m['s']:>9.2f} s {m['peak_mib']:>7} MiB")
+        print(f"{m['phase']:<36} {m['s']:>9.2f} s {m['peak_mib']:>7} MiB {m['start_mib']:>9} MiB")
     print(f"{'total':<36} {total:>9.2f} s {max(m['peak_mib'] for m in rows):>7} MiB")
     if args.json:
         args.json.write_text(json.dumps({"total_s": total, "phases": rows}, indent=1))

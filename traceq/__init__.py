@@ -26,6 +26,16 @@ and the variable is unset."""
 if "polars" not in sys.modules:
     os.environ.setdefault("_RJEM_MALLOC_CONF", POLARS_ALLOCATOR)
 
+ARROW_MEMORY_POOL = "system"
+"""pyarrow's buffers come from the C library's allocator, not the mimalloc pool it defaults
+to, whose arena kept ~80 MiB of the OTLP first pass's freed buffers resident (out of reach of
+`release_unused`, being other threads' pages) under every later step. On the 176 MB OTLP/JSON
+file: the ingest's peak 569-598 MiB against 629-683, 5.9-6.1 s against 6.6-6.9 (3 runs each,
+docs/PERFORMANCE.md, "Ingest peak RSS with size"). Set only where pyarrow is not loaded yet
+and `ARROW_DEFAULT_MEMORY_POOL` is unset."""
+if "pyarrow" not in sys.modules:
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", ARROW_MEMORY_POOL)
+
 if TYPE_CHECKING:
     from traceq.db import open
     from traceq.ingest import IngestOptions, ingest

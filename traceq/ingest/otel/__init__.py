@@ -123,6 +123,7 @@ def ingest(
                 quarantine.clear()
     if quarantine:
         writer.write("quarantine", pl.DataFrame(quarantine))
+    frame = no_key = parts = None  # the last block's frames, not held under the second pass
     stitch = _finalize(writer, schemas) if schemas else {}
     out = {"clock_domain": "unix_ns", "records": {"spans": n_spans}, "conventions": seen}
     return out | ({"stitch": stitch} if stitch else {})

@@ -22,8 +22,9 @@ import pyarrow as pa
 ALLOCATOR_FLUSH = "16MB"
 """DuckDB gives its allocator's cached memory back to the system after a task whose peak
 passed this, or after a free of more than this at once (its defaults: 128 MiB and 512 MiB).
-The second pass of 3 M requests, replayed alone from its staged files: peak 790 MiB against
-812 with the defaults, in the same time (docs/PERFORMANCE.md, "Ingest peak RSS with size")."""
+Set on every ingest step's connection and every session's (traceq/db.py). At 3 M requests,
+in the same time: the second pass replayed alone from its staged files peaks at 790 MiB
+against 812, `traceq diagnose` at 799-801 against 854-864 (docs/PERFORMANCE.md)."""
 
 
 @contextmanager

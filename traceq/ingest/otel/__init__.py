@@ -123,7 +123,8 @@ def ingest(
                 quarantine.clear()
     if quarantine:
         writer.write("quarantine", pl.DataFrame(quarantine))
-    frame = no_key = parts = None  # the last block's frames, not held under the second pass
+    frame = no_key = pl.DataFrame()  # the last block's frames, not held under the second pass
+    parts = {}
     stitch = _finalize(writer, schemas) if schemas else {}
     out = {"clock_domain": "unix_ns", "records": {"spans": n_spans}, "conventions": seen}
     return out | ({"stitch": stitch} if stitch else {})

@@ -133,12 +133,11 @@ class Dataset:
 
     def pick_file(self, entry: dict[str, Any]) -> Path | None:
         """The settled request pick's file (traceq/pick.py) if it is there, else None."""
-        path = pick.file_of(self.root, entry)
-        return path if path.is_file() else None
+        return self.stored_file(pick.file_of(Path(), entry).as_posix())
 
     def stored_file(self, rel: str) -> Path | None:
-        """A file traceq names itself (the stored KPIs, traceq/stored_kpis.py), not one read
-        from the manifest, if it is there and inside the dataset, else None."""
+        """A file traceq names itself (the request pick, the stored KPIs), not one read from
+        the manifest, if it is there and inside the dataset, else None."""
         path = self.root / rel
         if not path.is_file() or not path.resolve().is_relative_to(self.root.resolve()):
             return None

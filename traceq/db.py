@@ -30,7 +30,7 @@ from traceq.dataset import listed_files
 from traceq.docs import VIEW_FILES, views
 from traceq.remote import AnyDataset, RemoteDataset, open_dataset
 from traceq.schema import TABLES, empty, polars_schema
-from traceq.spill import ALLOCATOR_FLUSH
+from traceq.spill import flush_allocator
 from traceq.sql import load
 
 CATALOG_SQL = load("catalog")
@@ -74,8 +74,7 @@ def connect(
         con.execute("SET autoload_known_extensions = false")
         con.execute("SET parquet_metadata_cache = true")
         con.register_filesystem(ds.filesystem)
-    con.execute("SET allocator_flush_threshold = ?", [ALLOCATOR_FLUSH])
-    con.execute("SET allocator_bulk_deallocation_flush_threshold = ?", [ALLOCATOR_FLUSH])
+    flush_allocator(con)
     if memory_limit:
         con.execute("SET memory_limit = ?", [memory_limit])
     if temp_dir is not None:

@@ -27,6 +27,12 @@ in the same time: the second pass replayed alone from its staged files peaks at 
 against 812, `traceq diagnose` at 799-801 against 854-864 (docs/PERFORMANCE.md)."""
 
 
+def flush_allocator(con: duckdb.DuckDBPyConnection) -> None:
+    """Have `con`'s DuckDB give its allocator's cache back past `ALLOCATOR_FLUSH`."""
+    con.execute("SET allocator_flush_threshold = ?", [ALLOCATOR_FLUSH])
+    con.execute("SET allocator_bulk_deallocation_flush_threshold = ?", [ALLOCATOR_FLUSH])
+
+
 @contextmanager
 def spilling_duckdb(
     temp_directory: Path, memory_limit: str, *, keep_order: bool = True
@@ -37,8 +43,7 @@ def spilling_duckdb(
     try:
         con.execute("SET memory_limit = ?", [memory_limit])
         con.execute("SET temp_directory = ?", [str(temp_directory)])
-        con.execute("SET allocator_flush_threshold = ?", [ALLOCATOR_FLUSH])
-        con.execute("SET allocator_bulk_deallocation_flush_threshold = ?", [ALLOCATOR_FLUSH])
+        flush_allocator(con)
         if not keep_order:
             con.execute("SET preserve_insertion_order = false")
         yield con

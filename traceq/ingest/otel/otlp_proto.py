@@ -4,9 +4,12 @@ big-endian unsigned integer (`exporter/fileexporter/file_writer.go`, exportMessa
 With the exporter's legacy `compression: zstd` each framed message is zstd-compressed on its
 own (JSON messages too); with native compression the whole stream is (see source.py).
 
-Messages are decoded by protobuf's C parser and mapped to OTLP/JSON documents
-(proto_shape.py, in Python per span and per event), which then take the same path as the JSON
-lines (otlp_json.py: pyarrow's reader, polars' for what it leaves).
+Each message is checked by protobuf's C parser (a bad one goes to quarantine), then a block of
+them is decoded by numpy into the Arrow table pyarrow's JSON reader makes of the same
+documents, and flattened as JSON is (proto_arrow.py, otlp_arrow.py): no Python per span or
+event. The messages that reader declines are mapped to OTLP/JSON in Python (proto_shape.py)
+and read by polars' JSON reader (otlp_json.py); once it declines most of a block, the file's
+later messages take the JSON path (pyarrow's reader, polars' for what it leaves).
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ from __future__ import annotations
 import io
 import struct
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import BinaryIO
 
+import numpy as np
 import orjson
 import polars as pl
 import zstandard
@@ -23,19 +28,24 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from traceq.ingest.blocks import MAX_LINE_BYTES, cap_of, read_whole
+from traceq.ingest.otel import otlp_arrow, otlp_json, proto_arrow
 from traceq.ingest.otel.otlp_json import (
-    BLOCK_BYTES,
+    MAX_POLARS_SHARE,
     TOKEN_EVENT,
     Quarantine,
     Readers,
     spans_of_lines,
 )
 from traceq.ingest.otel.proto_shape import as_document
+from traceq.ingest.otel.proto_wire import WireError
+from traceq.ingest.otel.spans import SPAN_FRAME
 from traceq.ingest.source import ZSTD_MAGIC
 from traceq.schema import RAW_LIMIT
 from traceq.spill import trim_heap
 
-RESOURCE_SPANS_TAG = 0x0A  # field 1 (resource_spans), wire type 2
+RESOURCE_SPANS_TAG = 0x0A
+# Messages are read this many bytes at a time (their JSON is about three times the size).
+BLOCK_BYTES = 10 << 20  # field 1 (resource_spans), wire type 2
 
 
 def looks_framed(head: bytes) -> bool:
@@ -97,13 +107,21 @@ def _unzstd(payload: bytes, limit: int) -> bytes:
     return b"".join(parts)
 
 
-def _to_json_line(payload: bytes, limit: int) -> bytes:
+def _message(payload: bytes, limit: int) -> bytes:
+    """A message's protobuf bytes (checked by protobuf's parser), or its JSON document as a
+    compact line when the framed stream holds JSON."""
     if payload.startswith(ZSTD_MAGIC):
         payload = _unzstd(payload, limit)
     if payload.lstrip()[:1] == b"{":  # a JSON message in a framed (compressed) stream
-        return orjson.dumps(orjson.loads(payload))
-    message = ExportTraceServiceRequest.FromString(payload)
-    return orjson.dumps(as_document(message))
+        return orjson.dumps(orjson.loads(payload)) + b"\n"
+    ExportTraceServiceRequest.FromString(payload)  # protobuf's DecodeError for bad bytes
+    return payload
+
+
+def _json_line(message: bytes) -> bytes:
+    if message.endswith(b"\n"):
+        return message[:-1]
+    return orjson.dumps(as_document(ExportTraceServiceRequest.FromString(message)))
 
 
 def iter_span_frames(
@@ -115,40 +133,106 @@ def iter_span_frames(
     """Span frames of a protobuf file, a block of messages at a time."""
     head = stream.peek(8)[:8] if hasattr(stream, "peek") else b""
     if looks_framed(head):
-        messages: Iterator[tuple[int, bytes]] = _frames(stream, quarantine)
+        frames: Iterator[tuple[int, bytes]] = _frames(stream, quarantine)
     else:
         whole = read_whole(stream, lambda _: None)
-        messages = iter([] if whole is None else [(0, whole)])
+        frames = iter([] if whole is None else [(0, whole)])
     cap = cap_of(stream)
     limit = cap.max_bytes if cap else MAX_LINE_BYTES
-    readers = Readers(token_event)
-    lines: list[bytes] = []
+    readers = _Readers(Readers(token_event), token_event)
+    messages: list[bytes] = []
     numbers: list[int] = []
     size = 0
-    for number, (offset, payload) in enumerate(messages, start=1):
+    for number, (offset, payload) in enumerate(frames, start=1):
         progress(len(payload) + 4)
         try:
-            line = _to_json_line(payload, limit)
+            message = _message(payload, limit)
         except (DecodeError, zstandard.ZstdError, orjson.JSONDecodeError) as exc:
             quarantine.append(_bad(offset, f"not an ExportTraceServiceRequest: {exc}", payload))
             continue
-        lines.append(line)
+        messages.append(message)
         numbers.append(number)
-        size += len(line)
+        size += len(message)
         if size >= BLOCK_BYTES:
-            yield _frame_block(lines, numbers, quarantine, readers)
-            lines, numbers, size = [], [], 0
+            yield _frame_block(messages, numbers, quarantine, readers)
+            messages, numbers, size = [], [], 0
             trim_heap()  # what the block left free goes back to the system (traceq/spill.py)
-    if lines:
-        yield _frame_block(lines, numbers, quarantine, readers)
+    if messages:
+        yield _frame_block(messages, numbers, quarantine, readers)
+
+
+@dataclass
+class _Readers:
+    """The file's JSON readers (for what the protobuf reader declines) and whether the
+    protobuf reader still takes its blocks: not after one it could not read, or one whose
+    messages it declined past MAX_POLARS_SHARE."""
+
+    json: Readers
+    token_event: str
+    native: bool = True
+    declined: Readers = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.declined = Readers(self.token_event, arrow=False)
 
 
 def _frame_block(
-    lines: list[bytes], numbers: list[int], quarantine: Quarantine, readers: Readers
+    messages: list[bytes], numbers: list[int], quarantine: Quarantine, readers: _Readers
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    frame, no_key = spans_of_lines(b"\n".join(lines) + b"\n", 1, quarantine, readers)
-    # Message numbers, not line numbers, locate records in a binary file.
-    message = pl.Series(numbers, dtype=pl.Int64)
+    number = np.asarray(numbers, dtype=np.int64)
+    native = _native(messages, readers) if otlp_json.ARROW_READER and readers.native else None
+    if native is None:
+        lines = [_json_line(m) for m in messages]
+        return _numbered(spans_of_lines(_joined(lines), 1, quarantine, readers.json), number)
+    frame, rest = native
+    frame = frame.with_columns(_line=pl.Series(number[frame["_row"].to_numpy()]))
+    if not len(rest):
+        return frame.select(SPAN_FRAME.names()), pl.DataFrame(schema={"_line": pl.Int64})
+    lines = [_json_line(messages[i]) for i in rest.tolist()]
+    more, no_key = _numbered(
+        spans_of_lines(_joined(lines), 1, quarantine, readers.declined), number[rest]
+    )
+    frame = pl.concat([frame.select(SPAN_FRAME.names()), more]).sort("_line", maintain_order=True)
+    return frame, no_key
+
+
+def _native(messages: list[bytes], readers: _Readers) -> tuple[pl.DataFrame, np.ndarray] | None:
+    """The protobuf reader's span frame (`_row`: the message's index in the block) and the
+    messages it leaves to the JSON readers (JSON messages among them); None when it leaves
+    the block whole."""
+    binary = np.array([not m.endswith(b"\n") for m in messages])
+    index = np.flatnonzero(binary)
+    try:
+        table, declined = proto_arrow.to_table([messages[i] for i in index.tolist()])
+    except (WireError, OverflowError):
+        readers.native = False
+        return None
+    spans = otlp_arrow.to_spans(table, readers.token_event)
+    if spans is None:
+        readers.native = False
+        return None
+    declined = np.union1d(declined, spans.polars_rows)
+    if len(declined) > MAX_POLARS_SHARE * max(len(index), 1):
+        readers.native = False
+        return None
+    frame = spans.frame
+    if len(declined):
+        frame = frame.filter(~pl.col("_row").is_in(pl.Series(declined).implode()))
+    frame = frame.with_columns(_row=pl.Series(index[frame["_row"].to_numpy()], dtype=pl.Int64))
+    rest = np.union1d(index[declined], np.flatnonzero(~binary))
+    return frame, rest
+
+
+def _joined(lines: list[bytes]) -> bytes:
+    return b"\n".join(lines) + b"\n"
+
+
+def _numbered(
+    got: tuple[pl.DataFrame, pl.DataFrame], number: np.ndarray
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Message numbers, not line numbers, locate records in a binary file."""
+    frame, no_key = got
+    message = pl.Series(number, dtype=pl.Int64)
     return (
         frame.with_columns(_line=message.gather(frame["_line"] - 1)),
         no_key.with_columns(_line=message.gather(no_key["_line"] - 1)),

@@ -1,0 +1,157 @@
+"""The protobuf reader (traceq/ingest/otel/proto_arrow.py): OTLP protobuf decoded by numpy into
+the table the JSON reader makes, against the path every message took before (protobuf's parser,
+proto_shape.py's mapping, polars' JSON reader). The same rows either way, on every sample
+scenario and on wire shapes the SDK never writes: repeated singular fields, a known field with
+another wire type, unknown fields, enums past int32, times past int64."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tests.test_otel_arrow_reader import SAMPLES, _as_proto, assert_same
+from traceq.ingest.otel import otlp_proto, proto_arrow, proto_wire
+
+
+def _declines(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Messages the protobuf reader declined, per block it decoded (spied)."""
+    seen: list[int] = []
+    real = proto_arrow.to_table
+
+    def spy(payloads):
+        table, declined = real(payloads)
+        seen.append(len(declined))
+        return table, declined
+
+    monkeypatch.setattr(proto_arrow, "to_table", spy)
+    return seen
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.parent.name)
+def test_every_sample_scenario_as_protobuf_reads_the_same(path, monkeypatch):
+    lines = [line for line in path.read_bytes().splitlines() if line.strip()]
+    data = b"".join(_as_proto(json.loads(line), framed=True) for line in lines)
+    declines = _declines(monkeypatch)
+    assert_same(data, monkeypatch, otlp_proto.iter_span_frames)
+    assert declines and set(declines) == {0}, "the protobuf reader declined messages"
+
+
+# A hand-written wire format, for what the SDK's encoder never writes.
+def _varint(n: int) -> bytes:
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _tag(number: int, wire: int) -> bytes:
+    return _varint(number << 3 | wire)
+
+
+def _len(number: int, payload: bytes) -> bytes:
+    return _tag(number, 2) + _varint(len(payload)) + payload
+
+
+def _fixed64(number: int, value: int) -> bytes:
+    return _tag(number, 1) + struct.pack("<Q", value)
+
+
+def _kv(key: str, value: bytes) -> bytes:
+    return _len(1, key.encode()) + _len(2, value)
+
+
+T0 = 1_750_000_000_000_000_000
+
+
+def _span(*extra: bytes, name: bytes = b"llm_request", end: int = T0 + 9_000_000) -> bytes:
+    token = _fixed64(1, T0 + 5_000_000) + _len(2, b"gen_ai.token")
+    token += _len(3, _kv("gen_ai.token.count", _tag(3, 0) + _varint(1)))
+    attributes = [
+        _kv("gen_ai.request.id", _len(1, b"cmpl-1")),
+        _kv("gen_ai.usage.prompt_tokens", _tag(3, 0) + _varint(12)),
+        _kv("gen_ai.usage.completion_tokens", _tag(3, 0) + _varint(1)),
+        _kv("gen_ai.response.finish_reasons", _len(1, b"stop")),
+    ]
+    return (
+        _len(1, bytes(range(16)))
+        + _len(2, bytes(range(8)))
+        + _len(5, name)
+        + _tag(6, 0)
+        + _varint(2)
+        + _fixed64(7, T0)
+        + _fixed64(8, end)
+        + b"".join(_len(9, a) for a in attributes)
+        + _len(11, token)
+        + b"".join(extra)
+    )
+
+
+def _request(span: bytes) -> bytes:
+    resource = _len(1, _kv("service.name", _len(1, b"vllm")))
+    return _len(1, _len(1, resource) + _len(2, _len(2, span)))
+
+
+def _framed(*messages: bytes) -> bytes:
+    return b"".join(struct.pack(">I", len(m)) + m for m in messages)
+
+
+WIRE_SHAPES = {
+    # taken: protobuf ignores an unknown field, of any wire type
+    "unknown fields": (
+        _span(_tag(99, 0) + _varint(5), _fixed64(98, 1), _len(97, b"x"), _tag(96, 5) + b"abcd"),
+        False,
+    ),
+    "a time past int64": (_span(end=(1 << 64) - 1), False),
+    # declined: protobuf keeps the last of two names; a varint name is an unknown field
+    "a name written twice": (_span(_len(5, b"second")), True),
+    "a name as a varint": (_span(_tag(5, 0) + _varint(7), name=b""), True),
+    "a kind past int32": (_span(_tag(6, 0) + _varint(1 << 40)), True),
+    "a negative kind": (_span(_tag(6, 0) + _varint(-3)), True),
+    "a NaN attribute": (
+        _span(_len(9, _kv("x", _tag(4, 1) + struct.pack("<d", float("nan"))))),
+        True,
+    ),
+    "a value of two kinds": (_span(_len(9, _kv("x", _len(1, b"a") + _tag(3, 0) + b"\x01"))), True),
+}
+
+
+@pytest.mark.parametrize("shape", WIRE_SHAPES)
+def test_wire_shapes_read_as_protobuf_reads_them(shape, monkeypatch):
+    span, declined = WIRE_SHAPES[shape]
+    message = _request(span)
+    parsed = ExportTraceServiceRequest.FromString(message)  # what protobuf makes of it
+    declines = _declines(monkeypatch)
+    got = assert_same(_framed(_request(_span()), message), monkeypatch, otlp_proto.iter_span_frames)
+    assert declines == [1 if declined else 0]
+    names = got["spans"]["name"].to_list()
+    if shape == "a time past int64":  # not a time: the span is quarantined, either way
+        assert names == ["llm_request"] and got["quarantine"].height == 1
+    else:
+        assert names == ["llm_request", parsed.resource_spans[0].scope_spans[0].spans[0].name]
+
+
+def test_a_span_with_many_events_decodes_in_one_pass_per_field():
+    """A 20,000-event span and 3,000 one-event spans: every event, in order."""
+    events = [_len(11, _fixed64(1, T0 + i) + _len(2, b"gen_ai.token")) for i in range(20_000)]
+    long = _request(_span(*events))
+    short = [_request(_span()) for _ in range(3_000)]
+    table, declined = proto_arrow.to_table([long, *short])
+    assert len(declined) == 0
+    spans = table.column("resourceSpans").combine_chunks().flatten().field("scopeSpans")
+    spans = spans.flatten().field("spans").flatten()
+    times = spans.field("events")[0].values.field("timeUnixNano").to_pylist()
+    assert len(times) == 20_001
+    assert times[1:] == [str(T0 + i) for i in range(20_000)]
+
+
+def test_bytes_that_are_not_protobuf_raise_wire_error():
+    buf = proto_wire.padded(b"\x0a\x05ab")  # a length past the message's end
+    with pytest.raises(proto_wire.WireError):
+        proto_wire.fields(buf, np.array([0]), np.array([4]))

@@ -138,9 +138,10 @@ def test_wire_shapes_read_as_protobuf_reads_them(shape, monkeypatch):
 
 
 def test_a_span_with_many_events_decodes_in_one_pass_per_field():
-    """A 20,000-event span and 3,000 one-event spans: every event, in order."""
+    """A 20,000-event span and 3,000 one-event spans: every event, in order (the long span's
+    tail is walked field by field, a 10-byte varint among them)."""
     events = [_len(11, _fixed64(1, T0 + i) + _len(2, b"gen_ai.token")) for i in range(20_000)]
-    long = _request(_span(*events))
+    long = _request(_span(*events, _tag(99, 0) + _varint(-1)))
     short = [_request(_span()) for _ in range(3_000)]
     table, declined = proto_arrow.to_table([long, *short])
     assert len(declined) == 0

@@ -112,7 +112,8 @@ def _message(payload: bytes, limit: int) -> bytes:
     compact line when the framed stream holds JSON."""
     if payload.startswith(ZSTD_MAGIC):
         payload = _unzstd(payload, limit)
-    if payload.lstrip()[:1] == b"{":  # a JSON message in a framed (compressed) stream
+    head = payload[:64].lstrip() or payload.lstrip()  # not a copy of every message
+    if head[:1] == b"{":  # a JSON message in a framed (compressed) stream
         return orjson.dumps(orjson.loads(payload)) + b"\n"
     ExportTraceServiceRequest.FromString(payload)  # protobuf's DecodeError for bad bytes
     return payload

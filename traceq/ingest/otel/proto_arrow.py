@@ -204,6 +204,8 @@ def _spread(values: pa.Array, has: np.ndarray) -> pa.Array:
     """`values` (one per True in `has`) placed at those positions, null elsewhere."""
     if has.all():
         return values
+    if not len(values):
+        return pa.nulls(len(has), values.type)
     slot = np.cumsum(has) - 1
     return values.take(pa.array(np.where(has, slot, 0), mask=~has))
 
@@ -211,6 +213,8 @@ def _spread(values: pa.Array, has: np.ndarray) -> pa.Array:
 def _regroup(values: pa.Array, has: np.ndarray, index: np.ndarray, fill=None) -> pa.Array:
     """Per message: the value of its (last) occurrence `index`, or `fill` where it has none
     (default: an empty list, or null)."""
+    if has.all() and len(values) == len(has) and (index == np.arange(len(has))).all():
+        return values  # one occurrence per message, in order: the values as they are
     taken = values.take(pa.array(np.where(has, index, 0), mask=~has))
     if has.all():
         return taken

@@ -126,6 +126,8 @@ def fields(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Fields:
     if not steps:
         empty = np.zeros(0, dtype=np.int64)
         return Fields(empty, empty, empty, empty.astype(np.uint64), empty)
+    if len(steps) == 1:
+        return Fields(*steps[0])
     return Fields(*(np.concatenate(a) for a in zip(*steps, strict=True)))
 
 

@@ -3,9 +3,10 @@
 `to_table` reads a block of `ExportTraceServiceRequest` messages level by level (request,
 resource spans, scope spans, span, event, key-value, value) with proto_wire.py, and builds the
 table pyarrow's JSON reader makes of the same messages written as OTLP/JSON (otlp_arrow.py's
-`ARROW_DOCUMENT`, row i being message i), so otlp_arrow.py flattens it as it does JSON: no
-Python runs per span, event or attribute. Values follow the OTLP/JSON mapping of
-proto_shape.py: ids as hex, 64-bit integers as decimal text, absent fields as their defaults.
+`ARROW_DOCUMENT`, row i being message i; event times as int64, not text), so otlp_arrow.py
+flattens it as it does JSON: no Python runs per span, event or attribute. Values follow the
+OTLP/JSON mapping of proto_shape.py: ids as hex, 64-bit integers as decimal text, absent
+fields as their defaults.
 
 A message whose shape this reader does not map exactly is declined, row by row, and goes
 through proto_shape.py's mapping and the JSON readers as before:
@@ -54,11 +55,21 @@ _KEY_VALUE = {1: LEN, 2: LEN}
 _ANY_VALUE = {1: LEN, 2: VARINT, 3: VARINT, 4: FIXED64, 5: LEN, 6: LEN, 7: LEN}
 _DECLINED_KINDS = (5, 6, 7)  # arrayValue, kvlistValue, bytesValue
 
-_DOC = ARROW_DOCUMENT.field("resourceSpans").type
-_RS = _DOC.value_type
-_SCOPES = _RS.field("scopeSpans").type
-_SPAN_TYPE = _SCOPES.value_type.field("spans").type.value_type
-_EVENT_TYPE = _SPAN_TYPE.field("events").type.value_type
+
+def _replaced(struct: pa.StructType, name: str, type_: pa.DataType) -> pa.StructType:
+    return pa.struct([pa.field(name, type_) if f.name == name else f for f in struct])
+
+
+# The JSON reader's types but for the events' times, int64 here (null past int64, as the
+# flatten's cast of the JSON's text makes them): no decimal text made only to be parsed back.
+_JSON_RS = ARROW_DOCUMENT.field("resourceSpans").type.value_type
+_JSON_SPAN = _JSON_RS.field("scopeSpans").type.value_type.field("spans").type.value_type
+_EVENT_TYPE = _replaced(_JSON_SPAN.field("events").type.value_type, "timeUnixNano", pa.int64())
+_SPAN_TYPE = _replaced(_JSON_SPAN, "events", pa.list_(_EVENT_TYPE))
+_SCOPES = pa.list_(pa.struct([("spans", pa.list_(_SPAN_TYPE))]))
+_RS = _replaced(_replaced(_JSON_RS, "scopeSpans", _SCOPES), "instrumentationLibrarySpans", _SCOPES)
+_DOC = pa.list_(_RS)
+DOCUMENT = pa.schema([("resourceSpans", _DOC), ("batches", _DOC)])
 _KV_LIST = _SPAN_TYPE.field("attributes").type
 _KV = _KV_LIST.value_type
 _VALUE = _KV.field("value").type
@@ -127,7 +138,7 @@ def to_table(payloads: list[bytes]) -> tuple[pa.Table, np.ndarray]:
         fields=list(_RS),
     )
     documents = _lists(rs_at.owner, len(payloads), rs_array)
-    table = pa.Table.from_arrays([documents, pa.nulls(len(payloads), _DOC)], schema=ARROW_DOCUMENT)
+    table = pa.Table.from_arrays([documents, pa.nulls(len(payloads), _DOC)], schema=DOCUMENT)
     declined += [rs.declined, resource.declined, scopes.declined]
     return table, np.unique(np.concatenate(declined))
 
@@ -141,7 +152,7 @@ def _spans(spans: _Level, declined: list[np.ndarray]) -> pa.StructArray:
     event_at, event_row = spans.many(11, LEN)
     events = _Level(spans.buf, event_at, event_row, _EVENT)
     event_array = pa.StructArray.from_arrays(
-        [_nanos(events, 1), _text(events, 2), _key_values(events, 3, declined)],
+        [_nanos(events, 1, text=False), _text(events, 2), _key_values(events, 3, declined)],
         fields=list(_EVENT_TYPE),
     )
     columns.append(_lists(event_at.owner, spans.n, event_array))
@@ -264,12 +275,15 @@ def _small_int(level: _Level, number: int, declined: list[np.ndarray]) -> pa.Arr
     return pa.array(value, pa.int64())
 
 
-def _nanos(level: _Level, number: int) -> pa.Array:
-    """A singular fixed64 field per message as decimal text ("0" where absent)."""
+def _nanos(level: _Level, number: int, text: bool = True) -> pa.Array:
+    """A singular fixed64 field per message ("0" / 0 where absent): decimal text, or int64
+    with null past int64."""
     got, has, index = level.one(number, FIXED64)
     value = np.zeros(level.n, dtype=np.uint64)
     value[has] = _fixed64(level.buf, got.start[index[has]])
-    return pa.array(value).cast(pa.string())
+    if text:
+        return pa.array(value).cast(pa.string())
+    return pa.array(value.view(np.int64), mask=value >= np.uint64(1 << 63))
 
 
 def _fixed64(buf: np.ndarray, start: np.ndarray) -> np.ndarray:

@@ -111,6 +111,8 @@ WIRE_SHAPES = {
     "a time past int64": (_span(end=(1 << 64) - 1), False),
     "an empty span": (b"", False),
     "an event time past int64": (_span(_len(11, _fixed64(1, (1 << 64) - 1))), False),
+    # the message's last byte is 0x0A, a newline: still protobuf, not a JSON line
+    "a last byte of 10": (_span(_len(9, _kv("x", _tag(3, 0) + _varint(10)))), False),
     # declined: protobuf keeps the last of two names; a varint name is an unknown field
     "a name written twice": (_span(_len(5, b"second")), True),
     "a name as a varint": (_span(_tag(5, 0) + _varint(7), name=b""), True),
@@ -128,6 +130,8 @@ WIRE_SHAPES = {
 def test_wire_shapes_read_as_protobuf_reads_them(shape, monkeypatch):
     span, declined = WIRE_SHAPES[shape]
     message = _request(span)
+    if shape == "a last byte of 10":
+        assert message.endswith(b"\n")
     parsed = ExportTraceServiceRequest.FromString(message)  # what protobuf makes of it
     declines = _declines(monkeypatch)
     got = assert_same(_framed(_request(_span()), message), monkeypatch, otlp_proto.iter_span_frames)

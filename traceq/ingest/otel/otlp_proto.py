@@ -107,22 +107,29 @@ def _unzstd(payload: bytes, limit: int) -> bytes:
     return b"".join(parts)
 
 
-def _message(payload: bytes, limit: int) -> bytes:
-    """A message's protobuf bytes (checked by protobuf's parser), or its JSON document as a
-    compact line when the framed stream holds JSON."""
+@dataclass(frozen=True)
+class _Message:
+    """A message's protobuf bytes (checked by protobuf's parser), or, where the framed stream
+    holds JSON, its document as a compact line."""
+
+    data: bytes
+    json: bool = False
+
+    def line(self) -> bytes:
+        """The message as an OTLP/JSON line."""
+        if self.json:
+            return self.data
+        return orjson.dumps(as_document(ExportTraceServiceRequest.FromString(self.data)))
+
+
+def _message(payload: bytes, limit: int) -> _Message:
     if payload.startswith(ZSTD_MAGIC):
         payload = _unzstd(payload, limit)
     head = payload[:64].lstrip() or payload.lstrip()  # not a copy of every message
     if head[:1] == b"{":  # a JSON message in a framed (compressed) stream
-        return orjson.dumps(orjson.loads(payload)) + b"\n"
+        return _Message(orjson.dumps(orjson.loads(payload)), json=True)
     ExportTraceServiceRequest.FromString(payload)  # protobuf's DecodeError for bad bytes
-    return payload
-
-
-def _json_line(message: bytes) -> bytes:
-    if message.endswith(b"\n"):
-        return message[:-1]
-    return orjson.dumps(as_document(ExportTraceServiceRequest.FromString(message)))
+    return _Message(payload)
 
 
 def iter_span_frames(
@@ -141,7 +148,7 @@ def iter_span_frames(
     cap = cap_of(stream)
     limit = cap.max_bytes if cap else MAX_LINE_BYTES
     readers = _Readers(Readers(token_event), token_event)
-    messages: list[bytes] = []
+    messages: list[_Message] = []
     numbers: list[int] = []
     size = 0
     for number, (offset, payload) in enumerate(frames, start=1):
@@ -153,7 +160,7 @@ def iter_span_frames(
             continue
         messages.append(message)
         numbers.append(number)
-        size += len(message)
+        size += len(message.data)
         if size >= BLOCK_BYTES:
             yield _frame_block(messages, numbers, quarantine, readers)
             messages, numbers, size = [], [], 0
@@ -178,18 +185,18 @@ class _Readers:
 
 
 def _frame_block(
-    messages: list[bytes], numbers: list[int], quarantine: Quarantine, readers: _Readers
+    messages: list[_Message], numbers: list[int], quarantine: Quarantine, readers: _Readers
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     number = np.asarray(numbers, dtype=np.int64)
     native = _native(messages, readers) if otlp_json.ARROW_READER and readers.native else None
     if native is None:
-        lines = [_json_line(m) for m in messages]
+        lines = [m.line() for m in messages]
         return _numbered(spans_of_lines(_joined(lines), 1, quarantine, readers.json), number)
     frame, rest = native
     frame = frame.with_columns(_line=pl.Series(number[frame["_row"].to_numpy()]))
     if not len(rest):
         return frame.select(SPAN_FRAME.names()), pl.DataFrame(schema={"_line": pl.Int64})
-    lines = [_json_line(messages[i]) for i in rest.tolist()]
+    lines = [messages[i].line() for i in rest.tolist()]
     more, no_key = _numbered(
         spans_of_lines(_joined(lines), 1, quarantine, readers.declined), number[rest]
     )
@@ -197,14 +204,14 @@ def _frame_block(
     return frame, no_key
 
 
-def _native(messages: list[bytes], readers: _Readers) -> tuple[pl.DataFrame, np.ndarray] | None:
+def _native(messages: list[_Message], readers: _Readers) -> tuple[pl.DataFrame, np.ndarray] | None:
     """The protobuf reader's span frame (`_row`: the message's index in the block) and the
     messages it leaves to the JSON readers (JSON messages among them); None when it leaves
     the block whole."""
-    binary = np.array([not m.endswith(b"\n") for m in messages])
+    binary = np.array([not m.json for m in messages])
     index = np.flatnonzero(binary)
     try:
-        table, declined = proto_arrow.to_table([messages[i] for i in index.tolist()])
+        table, declined = proto_arrow.to_table([messages[i].data for i in index.tolist()])
     except (WireError, OverflowError):
         readers.native = False
         return None

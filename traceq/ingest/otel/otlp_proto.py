@@ -147,7 +147,7 @@ def iter_span_frames(
         frames = iter([] if whole is None else [(0, whole)])
     cap = cap_of(stream)
     limit = cap.max_bytes if cap else MAX_LINE_BYTES
-    readers = _Readers(Readers(token_event), token_event)
+    readers = _Readers(Readers(token_event))
     messages: list[_Message] = []
     numbers: list[int] = []
     size = 0
@@ -176,12 +176,11 @@ class _Readers:
     messages it declined past MAX_POLARS_SHARE."""
 
     json: Readers
-    token_event: str
     native: bool = True
     declined: Readers = field(init=False)
 
     def __post_init__(self) -> None:
-        self.declined = Readers(self.token_event, arrow=False)
+        self.declined = Readers(self.json.token_event, arrow=False)
 
 
 def _frame_block(
@@ -215,7 +214,7 @@ def _native(messages: list[_Message], readers: _Readers) -> tuple[pl.DataFrame, 
     except (WireError, OverflowError):
         readers.native = False
         return None
-    spans = otlp_arrow.to_spans(table, readers.token_event)
+    spans = otlp_arrow.to_spans(table, readers.json.token_event)
     if spans is None:
         readers.native = False
         return None

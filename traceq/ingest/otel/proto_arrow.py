@@ -70,8 +70,7 @@ _SCOPES = pa.list_(pa.struct([("spans", pa.list_(_SPAN_TYPE))]))
 _RS = _replaced(_replaced(_JSON_RS, "scopeSpans", _SCOPES), "instrumentationLibrarySpans", _SCOPES)
 _DOC = pa.list_(_RS)
 DOCUMENT = pa.schema([("resourceSpans", _DOC), ("batches", _DOC)])
-_KV_LIST = _SPAN_TYPE.field("attributes").type
-_KV = _KV_LIST.value_type
+_KV = _SPAN_TYPE.field("attributes").type.value_type
 _VALUE = _KV.field("value").type
 _HEX = np.frombuffer(b"".join(f"{i:02x}".encode() for i in range(256)), np.uint8).reshape(256, 2)
 _INT32 = (-(1 << 31), 1 << 31)
@@ -221,7 +220,9 @@ def _spread(values: pa.Array, has: np.ndarray) -> pa.Array:
     return values.take(pa.array(np.where(has, slot, 0), mask=~has))
 
 
-def _regroup(values: pa.Array, has: np.ndarray, index: np.ndarray, fill=None) -> pa.Array:
+def _regroup(
+    values: pa.Array, has: np.ndarray, index: np.ndarray, fill: int | str | None = None
+) -> pa.Array:
     """Per message: the value of its (last) occurrence `index`, or `fill` where it has none
     (default: an empty list, or null)."""
     if has.all() and len(values) == len(has) and (index == np.arange(len(has))).all():
@@ -262,9 +263,7 @@ def _hex_ids(level: _Level, number: int) -> pa.Array:
     got, has, index = level.one(number, LEN)
     start, end = _at(got.start, has, index), _at(got.end, has, index)
     offsets, data = _gather(level.buf, start, end)
-    return pa.Array.from_buffers(
-        pa.string(), len(start), [None, pa.py_buffer(offsets * 2), pa.py_buffer(_HEX[data])]
-    )
+    return _string_array(offsets * 2, _HEX[data])
 
 
 def _small_int(level: _Level, number: int, declined: list[np.ndarray]) -> pa.Array:
@@ -309,7 +308,11 @@ def _gather(buf: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.nda
 
 
 def _strings(buf: np.ndarray, start: np.ndarray, end: np.ndarray) -> pa.Array:
-    offsets, data = _gather(buf, start, end)
+    return _string_array(*_gather(buf, start, end))
+
+
+def _string_array(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
+    """A string array of `len(offsets) - 1` values (protobuf's parser checked the UTF-8)."""
     return pa.Array.from_buffers(
-        pa.string(), len(start), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+        pa.string(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
     )

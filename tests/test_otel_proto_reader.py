@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -162,3 +164,24 @@ def test_bytes_that_are_not_protobuf_raise_wire_error():
     buf = proto_wire.padded(b"\x0a\x05ab")  # a length past the message's end
     with pytest.raises(proto_wire.WireError):
         proto_wire.fields(buf, np.array([0]), np.array([4]))
+
+
+def test_an_ingest_of_either_encoding_never_imports_pandas(tmp_path):
+    """pyarrow imports pandas at its first `pa.array` or `to_numpy` (0.25-0.4 s of every ingest
+    process); the readers cross between numpy and Arrow without them (arrow_values.py)."""
+    sample = SAMPLES[0]
+    proto = tmp_path / "traces.binpb"
+    lines = [line for line in sample.read_bytes().splitlines() if line.strip()]
+    proto.write_bytes(b"".join(_as_proto(json.loads(line), framed=True) for line in lines))
+    script = (
+        "import sys\n"
+        "from traceq.ingest import ingest\n"
+        "results = ingest(sys.argv[2:], sys.argv[1])\n"
+        "json_rows, proto_rows = (r.rows.get('tokens', 0) for r in results)\n"
+        "assert json_rows == proto_rows > 0, results\n"
+        "assert 'pandas' not in sys.modules, 'pandas imported'\n"
+    )
+    args = [str(tmp_path / "ds"), str(sample), str(proto)]
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "ds" / "manifest.json").exists()

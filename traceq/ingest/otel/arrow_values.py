@@ -24,6 +24,31 @@ def series(array: pa.Array | pa.ChunkedArray) -> pl.Series:
     return pl.Series(pa.chunked_array([array]) if isinstance(array, pa.Array) else array)
 
 
+# pyarrow's `pa.array`, `pa.scalar` and `Array.to_numpy` import pandas (0.25-0.4 s of every
+# ingest process, as much as parsing 30 MB); the readers cross between numpy and Arrow through
+# these two instead (tests/test_otel_arrow_reader.py checks an ingest never imports pandas).
+
+
+def numpy_of(array: pa.Array) -> np.ndarray:
+    """An Arrow array without nulls as numpy (through polars, no copy where the type allows)."""
+    return series(array).to_numpy()
+
+
+def arrow_of(values: np.ndarray, mask: np.ndarray | None = None) -> pa.Array:
+    """A 1-d numpy array of numbers or booleans as Arrow, null where `mask` is True.
+
+    >>> arrow_of(np.array([1, 2, 3]), mask=np.array([False, True, False])).to_pylist()
+    [1, None, 3]
+    """
+    values = np.ascontiguousarray(values)
+    validity = None if mask is None else pa.py_buffer(np.packbits(~mask, bitorder="little"))
+    if values.dtype == np.bool_:
+        data, kind = pa.py_buffer(np.packbits(values, bitorder="little")), pa.bool_()
+    else:
+        data, kind = pa.py_buffer(values), pa.from_numpy_dtype(values.dtype)
+    return pa.Array.from_buffers(kind, len(values), [validity, data])
+
+
 def field(struct: pa.Array, name: str) -> pl.Series:
     """One field of an Arrow struct array as a polars Series."""
     return series(pc.struct_field(struct, name))
@@ -117,11 +142,11 @@ def _values(kv: pa.Array) -> tuple[pa.Array, pl.Series]:
 
 def relist(lists: pa.Array, values: pa.Array) -> pa.Array:
     """`values` (one per non-null element of `lists`, in order) as lists shaped like `lists`."""
-    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
+    lengths = series(pc.list_value_length(lists)).fill_null(0).to_numpy()
     offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
     mask = lists.is_null() if lists.null_count else None
-    return pa.ListArray.from_arrays(pa.array(offsets), values, mask=mask)
+    return pa.ListArray.from_arrays(arrow_of(offsets), values, mask=mask)
 
 
 def span_attributes(lists: pa.Array) -> tuple[pa.Array, pl.Series] | None:

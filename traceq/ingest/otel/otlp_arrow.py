@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from traceq.ingest.otel.arrow_values import field, relist, series, span_attributes
+from traceq.ingest.otel.arrow_values import field, numpy_of, relist, series, span_attributes
 from traceq.ingest.otel.spans import SPAN_FRAME, otlp_span_columns
 from traceq.ingest.otel.tokens import TOKEN_LEVEL_EVENTS
 
@@ -215,9 +215,7 @@ def _batch_spans(
     """(span frame with `_row`, rows without spans key, rows polars must read) of a parsed
     batch; None when a list holds a null attribute or event (polars' path decides those)."""
     documents, other = batch.column("resourceSpans"), batch.column("batches")
-    no_key = np.flatnonzero(
-        pc.and_(documents.is_null(), other.is_null()).to_numpy(zero_copy_only=False)
-    )
+    no_key = np.flatnonzero(numpy_of(pc.and_(documents.is_null(), other.is_null())))
     resources, rs_row = _children(pc.coalesce(documents, other))
     resource_attrs = pc.struct_field(pc.struct_field(resources, "resource"), "attributes")
     service = _first_string(resource_attrs, "service.name")
@@ -234,8 +232,8 @@ def _batch_spans(
     )
     scopes, scope_rs = _children(scope_lists)
     spans, span_scope = _children(pc.struct_field(scopes, "spans"))
-    span_rs = pc.take(scope_rs, span_scope).to_numpy()
-    span_row = pc.take(rs_row, span_rs).to_numpy()
+    span_rs = numpy_of(pc.take(scope_rs, span_scope))
+    span_row = numpy_of(rs_row)[span_rs]
 
     got = span_attributes(pc.struct_field(spans, "attributes"))
     event_lists = pc.struct_field(spans, "events")
@@ -244,7 +242,7 @@ def _batch_spans(
         return None
     attributes, bad_attrs = got
     per_event = _event_counts(events, token_event)
-    event_span = pc.list_parent_indices(event_lists).to_numpy()
+    event_span = numpy_of(pc.list_parent_indices(event_lists))
     needs_polars = bad_attrs.to_numpy().copy()
     needs_polars[event_span[per_event["polars"].to_numpy()]] = True
     event_structs = (

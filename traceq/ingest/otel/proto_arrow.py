@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.lib.stride_tricks import sliding_window_view
 
+from traceq.ingest.otel.arrow_values import arrow_of, series
 from traceq.ingest.otel.otlp_arrow import ARROW_DOCUMENT
 from traceq.ingest.otel.proto_wire import (
     FIXED32,
@@ -180,8 +181,8 @@ def _key_values(level: _Level, number: int, declined: list[np.ndarray]) -> pa.Li
         odd[kinds[n].owner] = True
     children = [_value_of(values, kinds[n], n) for n in (1, 2, 3, 4)]
     double = children[3]
-    finite = np.isfinite(double.to_numpy(zero_copy_only=False))
-    odd |= ~finite & np.asarray(double.is_valid())
+    finite = np.isfinite(series(double).fill_null(0.0).to_numpy())
+    odd |= ~finite
     children.append(pa.nulls(values.n, pa.string()))  # bytesValue: declined
     declined += [values.declined, values.row[odd], kv.declined]
     # a key-value without a value reads as `"value": {}`: every kind null
@@ -202,11 +203,11 @@ def _value_of(values: _Level, kind: Fields, number: int) -> pa.Array:
     if number == 1:
         typed = _strings(values.buf, kind.start[taken], kind.end[taken])
     elif number == 2:
-        typed = pa.array(kind.value[taken] != 0)
+        typed = arrow_of(kind.value[taken] != 0)
     elif number == 3:
-        typed = pa.array(kind.value[taken].view(np.int64)).cast(pa.string())
+        typed = arrow_of(kind.value[taken].view(np.int64)).cast(pa.string())
     else:
-        typed = pa.array(_fixed64(values.buf, kind.start[taken]).view(np.float64))
+        typed = arrow_of(_fixed64(values.buf, kind.start[taken]).view(np.float64))
     return _spread(typed.cast(_KIND_TYPES[number]), has)
 
 
@@ -217,7 +218,7 @@ def _spread(values: pa.Array, has: np.ndarray) -> pa.Array:
     if not len(values):
         return pa.nulls(len(has), values.type)
     slot = np.cumsum(has) - 1
-    return values.take(pa.array(np.where(has, slot, 0), mask=~has))
+    return values.take(arrow_of(np.where(has, slot, 0), mask=~has))
 
 
 def _regroup(
@@ -227,22 +228,24 @@ def _regroup(
     (default: an empty list, or null)."""
     if has.all() and len(values) == len(has) and (index == np.arange(len(has))).all():
         return values  # one occurrence per message, in order: the values as they are
-    taken = values.take(pa.array(np.where(has, index, 0), mask=~has))
+    taken = values.take(arrow_of(np.where(has, index, 0), mask=~has))
     if has.all():
         return taken
     if fill is None and pa.types.is_list(values.type):
-        empty = pa.array([[]] * len(has), values.type)
-        return pc.if_else(pa.array(has), taken, empty)
+        lengths = series(pc.list_value_length(taken)).fill_null(0).to_numpy()
+        offsets = np.zeros(len(has) + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        return pa.ListArray.from_arrays(arrow_of(offsets), taken.flatten())  # [] where none
     if fill is None:
         return taken
-    return taken.fill_null(pa.scalar(fill, values.type))
+    return series(taken).fill_null(fill).to_arrow().cast(values.type)
 
 
 def _lists(owner: np.ndarray, n: int, values: pa.Array) -> pa.ListArray:
     """List i holds the values whose owner is i (owners sorted)."""
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(np.bincount(owner, minlength=n), out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), values)
+    return pa.ListArray.from_arrays(arrow_of(offsets), values)
 
 
 def _at(values: np.ndarray, has: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -271,7 +274,7 @@ def _small_int(level: _Level, number: int, declined: list[np.ndarray]) -> pa.Arr
     got, has, index = level.one(number, VARINT)
     value = _at(got.value, has, index).view(np.int64)
     declined.append(level.row[(value < _INT32[0]) | (value >= _INT32[1])])
-    return pa.array(value, pa.int64())
+    return arrow_of(value.astype(np.int64))
 
 
 def _nanos(level: _Level, number: int, text: bool = True) -> pa.Array:
@@ -281,8 +284,8 @@ def _nanos(level: _Level, number: int, text: bool = True) -> pa.Array:
     value = np.zeros(level.n, dtype=np.uint64)
     value[has] = _fixed64(level.buf, got.start[index[has]])
     if text:
-        return pa.array(value).cast(pa.string())
-    return pa.array(value.view(np.int64), mask=value >= np.uint64(1 << 63))
+        return arrow_of(value).cast(pa.string())
+    return arrow_of(value.view(np.int64), mask=value >= np.uint64(1 << 63))
 
 
 def _fixed64(buf: np.ndarray, start: np.ndarray) -> np.ndarray:

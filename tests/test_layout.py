@@ -182,12 +182,16 @@ MINUTE = 60 * S
 INT64 = (1 << 63) - 1
 
 
+@pytest.mark.parametrize("direct", [0, 100], ids=["first-chunk-scratch", "joined-in-place"])
 @pytest.mark.parametrize("most", [1, 7, 1 << 23])
-def test_every_chunk_lands_once_in_the_day_of_its_request(tmp_path: Path, most: int) -> None:
+def test_every_chunk_lands_once_in_the_day_of_its_request(
+    tmp_path: Path, most: int, direct: int
+) -> None:
     """Times before 1970 (a minute is floored, never truncated toward 0), at both ends of int64,
     across midnight, and a request without any time: each request whole, in the day of its
     first chunk, requests in order, the time-less one in the null partition; with every minute
-    a piece, with pieces of several minutes, and with one piece."""
+    a piece, with pieces of several minutes, and with one piece; with the first-chunk times
+    written beside each chunk first, and joined as each piece reads the chunks."""
     first: dict[str, list[int | None]] = {  # request → its chunks' times
         "a": [-INT64 - 1, -INT64],
         "b": [-MINUTE - 1, -1, 5],  # 1969-12-31 23:58:59.999…, first chunk of its request
@@ -214,7 +218,10 @@ def test_every_chunk_lands_once_in_the_day_of_its_request(tmp_path: Path, most: 
     tokens.write_parquet(staged)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(layout, "TOKENS_PIECE_ROWS", most)
+        mp.setattr(layout, "DIRECT_T0_PIECES", direct)
         laid = layout.lay_out({"tokens": staged}, tmp_path / "scratch", "src")["tokens"]
+    t0_files = list((tmp_path / "scratch" / "layout_tokens_t0").glob("*.parquet"))
+    assert bool(t0_files) == (direct == 0)
     written = {p for p in (tmp_path / "scratch" / "laid").rglob("*") if p.is_file()}
     assert written == set(laid.values())  # each piece's file deleted once its day is written
     days = {

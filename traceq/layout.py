@@ -15,8 +15,9 @@ table; they are read as they are (docs/INGEST.md, "Dataset layout").
 
 Within a file, rows are sorted by `traceq/sql/layout.sql` (`tokens` by
 `traceq/sql/layout_tokens_piece.sql`): requests by arrival, tokens by their request's first
-chunk (written beside each chunk to a scratch file first, `traceq/sql/layout_tokens_t0.sql`,
-whose only state per request is a 16-byte key and time) then request id, view and idx (each
+chunk (a table of 24 bytes a request, `traceq/sql/layout_tokens_starts.sql`, written beside
+each chunk to a scratch file first, `traceq/sql/layout_tokens_t0.sql`, unless the source is
+small, `DIRECT_T0_REQUESTS`) then request id, view and idx (each
 request's chunks together, in order, and requests in time order), the other tables by time. A
 request's chunks stay in one file, the `day=` of its first chunk, and `tokens.gap_ns` left null
 by a reader (OTLP) is filled there from that order (a streaming `lag`), so no ingest runs a
@@ -79,6 +80,18 @@ memory in proportion to the file's row groups, whether read or pruned (3 M reque
 chunks in 1,368 groups: 1,107 MiB to sort a 2 M-chunk piece under 512 MB; in files of 64
 groups: 646 MiB, as one third of the chunks in one file: 679 MiB; docs/PERFORMANCE.md)."""
 
+DIRECT_T0_CHUNKS = 1 << 23
+DIRECT_T0_REQUESTS = 1 << 20
+DIRECT_T0_PIECES = 4
+"""A source of at most `DIRECT_T0_CHUNKS` chunks, `DIRECT_T0_REQUESTS` requests and
+`DIRECT_T0_PIECES` pieces (days, at the default `TOKENS_PIECE_ROWS`) has its chunks joined to
+their request's first chunk time as each piece of its `tokens` sort reads them
+(`traceq/sql/layout_tokens_t0_view.sql`), not written to the first-chunk scratch first. The
+join's table of first-chunk times holds 24 bytes a request (1 Mi requests: ~50 MB of the
+512 MB `LAYOUT_MEMORY`); each piece then reads and joins every staged chunk again, which costs
+a fifth of writing them once. The 176 MB OTLP bench file's 1.3 M chunks lay out in 1.5 s this
+way against 2.5 s through the scratch (bench/ingest_phases.py)."""
+
 LAYOUT_MEMORY = "512MB"
 """DuckDB memory limit of the sort that lays out one source (spills to disk beyond it). DuckDB
 holds up to about 1.5x its limit while sorting (measured: 20 M rows under 512 MB peaked at
@@ -134,18 +147,33 @@ def lay_out(
             else:
                 con.register(view, empty(table).to_arrow())
         con.execute(load("layout_setup"))
-        t0 = scratch / "layout_tokens_t0"
-        con.execute(load("layout_tokens_t0"), {"path": str(t0), "files": T0_FILE_ROW_GROUPS})
-        con.read_parquet(str(t0 / "*.parquet")).create_view("_staged_tokens_t0")
         con.execute(load("layout"))
         for table in staged.keys() & PARTITION_TIME.keys():
             if table == "tokens":
                 rollups = Rollups(con, scratch / "rollups")
-                out[table] = _write_tokens(con, scratch / "laid" / table, name, instance, rollups)
+                laid = scratch / "laid" / table
+                t0 = scratch / "layout_tokens_t0"
+                out[table] = _write_tokens(con, laid, name, instance, rollups, t0)
                 out.update(rollups.finish(name))
             else:
                 out[table] = _write_days(con, table, scratch / "laid" / table, name, instance)
     return out
+
+
+def _first_chunks(con: duckdb.DuckDBPyConnection, t0: Path, pieces: int, chunks: int) -> None:
+    """`_staged_tokens_t0`: each staged chunk with its request's first chunk time `_t0`, read
+    from the scratch folder `t0` (pruned by each piece's time), or joined in place for a source
+    of few chunks, requests and pieces (`DIRECT_T0_REQUESTS`)."""
+    ((requests,),) = con.sql(_REQUESTS).fetchall()
+    small = chunks <= DIRECT_T0_CHUNKS and requests <= DIRECT_T0_REQUESTS
+    if small and pieces <= DIRECT_T0_PIECES:
+        con.execute(load("layout_tokens_t0_view"))
+        return
+    con.execute(load("layout_tokens_t0"), {"path": str(t0), "files": T0_FILE_ROW_GROUPS})
+    con.read_parquet(str(t0 / "*.parquet")).create_view("_staged_tokens_t0")
+
+
+_REQUESTS = "SELECT count(*) FROM _tokens_starts"
 
 
 def _write_tokens(
@@ -154,18 +182,23 @@ def _write_tokens(
     name: str,
     instance: str | None,
     rollups: Rollups,
+    t0: Path,
 ) -> dict[str, Path]:
     """Write `tokens` one day at a time, each day sorted in pieces of at most
     `TOKENS_PIECE_ROWS` chunks (whole minutes of first-chunk time, `_pieces`); a day of
     several pieces is their files read back one after the other. Each piece's file is
     summarised into the source's rollups as it is written (traceq/layout_rollups.py)."""
     table = "tokens"
+    con.execute(load("layout_tokens_starts"))
     minutes = con.sql(load("layout_tokens_minutes")).fetchall()
+    days = _pieces(minutes, TOKENS_PIECE_ROWS)
+    pieces, chunks = sum(len(ranges) for _, ranges in days), sum(m[2] for m in minutes)
+    _first_chunks(con, t0, pieces, chunks)
     piece = load("layout_tokens_piece")
     columns = [duckdb.ColumnExpression(c.name) for c in TABLES[table]]
     rows = ROW_GROUP_ROWS.get(table, DEFAULT_ROW_GROUP_ROWS)
     files: dict[str, Path] = {}
-    for day, ranges in _pieces(minutes, TOKENS_PIECE_ROWS):
+    for day, ranges in days:
         rel, path = _day_file(table, day, folder, name, instance)
         parts = (
             [path] if len(ranges) == 1 else [path.with_suffix(f".{i}") for i in range(len(ranges))]

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from tests.test_otel_arrow_reader import SAMPLES, _as_proto, assert_same
+from tests.test_otel_arrow_reader import PRODUCERS, SAMPLES, _as_proto, _routes, assert_same
 from traceq.ingest.otel import otlp_proto, proto_arrow, proto_wire
 
 
@@ -40,6 +40,18 @@ def test_every_sample_scenario_as_protobuf_reads_the_same(path, monkeypatch):
     declines = _declines(monkeypatch)
     assert_same(data, monkeypatch, otlp_proto.iter_span_frames)
     assert declines and set(declines) == {0}, "the protobuf reader declined messages"
+
+
+def test_per_token_arrays_of_every_encoding_are_read_without_python(monkeypatch):
+    """vLLM's per-token arrays (OTel arrays of doubles and ints, JSON text, gzip and orjson
+    bytes), written by the OpenTelemetry SDK and encoded as protobuf: the same rows as the
+    JSON mapping gives, and no message left to it."""
+    docs = [json.loads(line) for line in PRODUCERS["per-token-arrays"]().splitlines()]
+    declines, routes = _declines(monkeypatch), _routes(monkeypatch)
+    data = b"".join(_as_proto(doc, framed=True) for doc in docs)
+    got = assert_same(data, monkeypatch, otlp_proto.iter_span_frames)
+    assert declines and set(declines) == {0} and set(routes) == {0}
+    assert got["tokens"]["_span"].n_unique() == len(docs)  # every encoding gave token rows
 
 
 # A hand-written wire format, for what the SDK's encoder never writes.
@@ -95,6 +107,15 @@ def _span(*extra: bytes, name: bytes = b"llm_request", end: int = T0 + 9_000_000
     )
 
 
+def _array(*values: int | float) -> bytes:
+    """An AnyValue holding an ArrayValue of these ints and doubles."""
+    elements = [
+        _tag(3, 0) + _varint(v) if isinstance(v, int) else _tag(4, 1) + struct.pack("<d", v)
+        for v in values
+    ]
+    return _len(5, b"".join(_len(1, e) for e in elements))
+
+
 def _request(span: bytes) -> bytes:
     resource = _len(1, _kv("service.name", _len(1, b"vllm")))
     return _len(1, _len(1, resource) + _len(2, _len(2, span)))
@@ -125,6 +146,23 @@ WIRE_SHAPES = {
         True,
     ),
     "a value of two kinds": (_span(_len(9, _kv("x", _len(1, b"a") + _tag(3, 0) + b"\x01"))), True),
+    # arrays of ints and doubles are taken (their text as polars prints the JSON), and bytes
+    "an array of ints and doubles": (
+        _span(_len(9, _kv("x", _array(3, -7, 0.25, 1e-7, 1e15)))),
+        False,
+    ),
+    "an array of epoch seconds": (
+        _span(_len(9, _kv("x", _array(1750000000.1234567, 0.0451)))),
+        False,
+    ),
+    "an empty array": (_span(_len(9, _kv("x", _len(5, b"")))), False),
+    "a bytes value": (_span(_len(9, _kv("x", _len(7, b"\x00\xff[1,2]")))), False),
+    # declined: anything else in an array
+    "an array of strings": (_span(_len(9, _kv("x", _len(5, _len(1, _len(1, b"a")))))), True),
+    "an array element of no kind": (_span(_len(9, _kv("x", _len(5, _len(1, b""))))), True),
+    "an array in an array": (_span(_len(9, _kv("x", _len(5, _len(1, _array(1)))))), True),
+    "an array with a NaN": (_span(_len(9, _kv("x", _array(1.5, float("nan"))))), True),
+    "an array written twice": (_span(_len(9, _kv("x", _array(1) + _array(2)))), True),
 }
 
 

@@ -123,12 +123,15 @@ def _n_kinds(kinds: Iterable[pl.Series]) -> pl.Series:
 
 def _values(kv: pa.Array) -> tuple[pa.Array, pl.Series]:
     """Key/values in polars' shape (every AnyValue kind as text) and which ones polars must
-    read: a value of no kind or of two (an `arrayValue`, a `kvlistValue`), an unsure double."""
+    read: a value of no kind or of two (a `kvlistValue`; an `arrayValue` but where the
+    protobuf reader made its text, proto_arrow.py), an unsure double."""
     value = pc.struct_field(kv, "value")
     kinds = {f: field(value, f) for f in ("stringValue", "boolValue", "intValue", "bytesValue")}
     double, unsure = double_text(field(value, "doubleValue"))
     kinds["boolValue"] = kinds["boolValue"].cast(pl.String)
     kinds["doubleValue"] = double
+    if value.type.get_field_index("arrayValue") >= 0:  # the protobuf reader's text of arrays
+        kinds["arrayValue"] = field(value, "arrayValue")
     n_kinds = _n_kinds(kinds.values())
     bad = unsure | (n_kinds != 1)
     absent = pl.repeat(None, len(kv), dtype=pl.String, eager=True)

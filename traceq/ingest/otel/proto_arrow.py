@@ -11,8 +11,10 @@ fields as their defaults.
 A message whose shape this reader does not map exactly is declined, row by row, and goes
 through proto_shape.py's mapping and the JSON readers as before:
 
-* an `arrayValue`, `kvlistValue` or `bytesValue`, a value with two kinds set, a double that
-  is not finite (OTLP/JSON writes those as text);
+* a `kvlistValue`, a value with two kinds set, a double that is not finite
+  (OTLP/JSON writes those as text), an `arrayValue` holding anything but ints and doubles
+  (kept as the text polars makes of its JSON, which a double is printed in surely: the
+  per-token arrays of vLLM's spans);
 * a singular field written twice (protobuf merges messages and keeps the last scalar);
 * a known field number with another wire type, or a `kind` / status code outside int32.
 """
@@ -20,11 +22,12 @@ through proto_shape.py's mapping and the JSON readers as before:
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.lib.stride_tricks import sliding_window_view
 
-from traceq.ingest.otel.arrow_values import arrow_of, series
+from traceq.ingest.otel.arrow_values import arrow_of, double_text, series
 from traceq.ingest.otel.otlp_arrow import ARROW_DOCUMENT
 from traceq.ingest.otel.proto_wire import (
     FIXED32,
@@ -54,7 +57,11 @@ _STATUS = {2: LEN, 3: VARINT}
 _EVENT = {1: FIXED64, 2: LEN, 3: LEN, 4: VARINT}
 _KEY_VALUE = {1: LEN, 2: LEN}
 _ANY_VALUE = {1: LEN, 2: VARINT, 3: VARINT, 4: FIXED64, 5: LEN, 6: LEN, 7: LEN}
-_DECLINED_KINDS = (5, 6, 7)  # arrayValue, kvlistValue, bytesValue
+_ARRAY_VALUE = {1: LEN}
+_DECLINED_KINDS = (6,)  # kvlistValue
+_ARRAY_KINDS = {3: ('{"intValue": "', '"}'), 4: ('{"doubleValue": ', "}")}
+"""The AnyValue kinds an `arrayValue`'s elements may have here, each with the text polars
+prints around it when it reads the array's JSON into text (spans.py, `ANY_VALUE`)."""
 
 
 def _replaced(struct: pa.StructType, name: str, type_: pa.DataType) -> pa.StructType:
@@ -62,17 +69,28 @@ def _replaced(struct: pa.StructType, name: str, type_: pa.DataType) -> pa.Struct
 
 
 # The JSON reader's types but for the events' times, int64 here (null past int64, as the
-# flatten's cast of the JSON's text makes them): no decimal text made only to be parsed back.
+# flatten's cast of the JSON's text makes them): no decimal text made only to be parsed back;
+# and values with an `arrayValue` as the text polars' reader keeps (the JSON reader has none).
 _JSON_RS = ARROW_DOCUMENT.field("resourceSpans").type.value_type
 _JSON_SPAN = _JSON_RS.field("scopeSpans").type.value_type.field("spans").type.value_type
-_EVENT_TYPE = _replaced(_JSON_SPAN.field("events").type.value_type, "timeUnixNano", pa.int64())
-_SPAN_TYPE = _replaced(_JSON_SPAN, "events", pa.list_(_EVENT_TYPE))
+_JSON_KV = _JSON_SPAN.field("attributes").type.value_type
+_VALUE = pa.struct([*_JSON_KV.field("value").type, pa.field("arrayValue", pa.string())])
+_KV = _replaced(_JSON_KV, "value", _VALUE)
+_ATTRIBUTES = pa.list_(_KV)
+_EVENT_TYPE = _replaced(
+    _replaced(_JSON_SPAN.field("events").type.value_type, "timeUnixNano", pa.int64()),
+    "attributes",
+    _ATTRIBUTES,
+)
+_SPAN_TYPE = _replaced(
+    _replaced(_JSON_SPAN, "events", pa.list_(_EVENT_TYPE)), "attributes", _ATTRIBUTES
+)
 _SCOPES = pa.list_(pa.struct([("spans", pa.list_(_SPAN_TYPE))]))
+_RESOURCE_TYPE = pa.struct([("attributes", _ATTRIBUTES)])
 _RS = _replaced(_replaced(_JSON_RS, "scopeSpans", _SCOPES), "instrumentationLibrarySpans", _SCOPES)
+_RS = _replaced(_RS, "resource", _RESOURCE_TYPE)
 _DOC = pa.list_(_RS)
 DOCUMENT = pa.schema([("resourceSpans", _DOC), ("batches", _DOC)])
-_KV = _SPAN_TYPE.field("attributes").type.value_type
-_VALUE = _KV.field("value").type
 _HEX = np.frombuffer(b"".join(f"{i:02x}".encode() for i in range(256)), np.uint8).reshape(256, 2)
 _INT32 = (-(1 << 31), 1 << 31)
 
@@ -183,7 +201,8 @@ def _key_values(level: _Level, number: int, declined: list[np.ndarray]) -> pa.Li
     double = children[3]
     finite = np.isfinite(series(double).fill_null(0.0).to_numpy())
     odd |= ~finite
-    children.append(pa.nulls(values.n, pa.string()))  # bytesValue: declined
+    children.append(_value_of(values, kinds[7], 7))
+    children.append(_array_text(values, kinds[5], odd, declined))
     declined += [values.declined, values.row[odd], kv.declined]
     # a key-value without a value reads as `"value": {}`: every kind null
     value = pa.StructArray.from_arrays(
@@ -193,7 +212,58 @@ def _key_values(level: _Level, number: int, declined: list[np.ndarray]) -> pa.Li
     return _lists(kv_at.owner, level.n, kv_array)
 
 
-_KIND_TYPES = {1: pa.string(), 2: pa.bool_(), 3: pa.string(), 4: pa.float64()}
+_KIND_TYPES = {1: pa.string(), 2: pa.bool_(), 3: pa.string(), 4: pa.float64(), 7: pa.string()}
+
+
+def _array_text(
+    values: _Level, kind: Fields, odd: np.ndarray, declined: list[np.ndarray]
+) -> pa.Array:
+    """AnyValue kind 5 (`arrayValue`) per value as the text polars keeps of its OTLP/JSON
+    (`{"values": [{"intValue": "1"}, {"doubleValue": 0.5}]}`, `{}` when empty), null where
+    another kind is set. Values whose array holds an element other than one int or one double
+    polars prints surely (arrow_values.py, `double_text`) are marked in `odd`."""
+    has, index = last_of(kind, values.n)
+    taken = index[has]
+    at = Fields(
+        kind.owner[taken], kind.start[taken], kind.end[taken], kind.value[taken], kind.key[taken]
+    )
+    arrays = _Level(values.buf, at, values.row[at.owner], _ARRAY_VALUE)
+    element_at, element_row = arrays.many(1, LEN)
+    elements = _Level(values.buf, element_at, element_row, _ANY_VALUE)
+    of_kind = {n: elements.fields.pick(n, w) for n, w in _ANY_VALUE.items()}
+    set_kinds = np.bincount(
+        np.concatenate([k.owner for k in of_kind.values()]), minlength=elements.n
+    )
+    bad = set_kinds != 1
+    for n in set(_ANY_VALUE) - set(_ARRAY_KINDS):
+        bad[of_kind[n].owner] = True
+    text = pl.Series(np.full(elements.n, None), dtype=pl.String)
+    for n, (before, after) in _ARRAY_KINDS.items():
+        got = of_kind[n]
+        if not len(got.owner):
+            continue
+        if n == 3:
+            printed = pl.Series(got.value.view(np.int64)).cast(pl.String)
+        else:
+            printed, unsure = double_text(
+                pl.Series(_fixed64(values.buf, got.start).view(np.float64))
+            )
+            bad[got.owner[unsure.to_numpy()]] = True
+        text = text.scatter(got.owner, before + printed + after)
+    bad_arrays = np.zeros(arrays.n, dtype=bool)
+    bad_arrays[element_at.owner[bad]] = True
+    odd[at.owner[bad_arrays]] = True
+    declined += [arrays.declined, elements.declined]
+    lengths = np.bincount(element_at.owner, minlength=arrays.n)
+    offsets = np.zeros(arrays.n + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    joined = series(pa.ListArray.from_arrays(arrow_of(offsets), text.fill_null("").to_arrow()))
+    printed = pl.select(
+        pl.when(pl.lit(lengths) == 0)
+        .then(pl.lit('{"values": []}'))
+        .otherwise('{"values": [' + joined.list.join(", ") + "]}")
+    ).to_series()
+    return _spread(printed.to_arrow().cast(pa.string()), has)
 
 
 def _value_of(values: _Level, kind: Fields, number: int) -> pa.Array:
@@ -206,8 +276,14 @@ def _value_of(values: _Level, kind: Fields, number: int) -> pa.Array:
         typed = arrow_of(kind.value[taken] != 0)
     elif number == 3:
         typed = arrow_of(kind.value[taken].view(np.int64)).cast(pa.string())
-    else:
+    elif number == 4:
         typed = arrow_of(_fixed64(values.buf, kind.start[taken]).view(np.float64))
+    else:  # bytes, as OTLP/JSON writes them: base64
+        offsets, data = _gather(values.buf, kind.start[taken], kind.end[taken])
+        raw = pa.Array.from_buffers(
+            pa.binary(), len(taken), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+        )
+        typed = series(raw).bin.encode("base64").to_arrow()
     return _spread(typed.cast(_KIND_TYPES[number]), has)
 
 

@@ -87,31 +87,44 @@ def double_text(value: pl.Series) -> tuple[pl.Series, pl.Series]:
 
     When two shortest digit strings are equally near the double, polars takes the upper, the
     cast the even one. That tie needs the double to be exactly a decimal with one digit more
-    than the text has after its point (k): value × 10^(k+1) an integer, which for a binary
-    fraction means value × 2^(k+1) is one. Only then is a last digit that one up or down
-    gives the same double unsure (full-precision latencies and epoch seconds are not)."""
-    frame = pl.DataFrame({"value": value}).with_columns(
-        text=_positional(pl.col("value").cast(pl.String).str.strip_suffix(".0"))
-    )
-    text = pl.col("text")
-    last = text.str.slice(-1).cast(pl.Int64, strict=False)
-    head = text.str.slice(0, text.str.len_chars() - 1)
-    value_ = pl.col("value")
-    up = (head + (last + 1).cast(pl.String)).cast(pl.Float64, strict=False)
-    down = (head + (last - 1).cast(pl.String)).cast(pl.Float64, strict=False)
-    decimals = (text.str.len_chars() - text.str.find(".", literal=True) - 1).fill_null(0)
+    than the text has after its point (k): value × 2^(k+1) an integer (value × 10^(k+1) one,
+    for a binary fraction). Only then is a last digit that one up or down gives the same
+    double unsure (full-precision latencies and epoch seconds are not), so only those few
+    values are printed again; and only texts with an exponent are rewritten (a per-token
+    array holds millions of doubles).
+
+    >>> [list(s) for s in double_text(pl.Series([0.25, 1e-7, float("nan"), None]))]
+    [['0.25', '0.0000001', 'NaN', None], [False, False, True, False]]
+    """
+    text = value.cast(pl.String).str.strip_suffix(".0")
+    exponent = text.str.contains("e", literal=True).fill_null(False).arg_true()
+    if len(exponent):
+        written = pl.DataFrame({"text": text.gather(exponent)}).select(_positional(pl.col("text")))
+        text = text.scatter(exponent, written.to_series())
+    frame = pl.DataFrame({"value": value, "text": text})
+    value_, text_ = pl.col("value"), pl.col("text")
+    decimals = (text_.str.len_chars() - text_.str.find(".", literal=True) - 1).fill_null(0)
     scaled = value_ * pl.lit(2.0).pow(decimals + 1)
-    tie = scaled == scaled.floor()
-    unsure = (
-        text.is_null()
-        | (tie & (last < 9) & (up == value_)).fill_null(False)
-        | (tie & (last > 0) & (down == value_)).fill_null(False)
-        | value_.is_nan()
-        | value_.is_infinite()
-        | (text == "-0")  # polars writes `-0` as `0` and `-0.0` as `-0`
-    ) & value_.is_not_null()
-    out = frame.select(text, unsure=unsure)
-    return out["text"], out["unsure"]
+    flags = frame.select(
+        tie=(scaled == scaled.floor()).fill_null(False),
+        unsure=(
+            text_.is_null() | value_.is_nan() | value_.is_infinite() | (text_ == "-0")
+        )  # polars writes `-0` as `0` and `-0.0` as `-0`
+        & value_.is_not_null(),
+    )
+    ties = flags["tie"].arg_true()
+    unsure = flags["unsure"]
+    if len(ties):
+        last = text_.str.slice(-1).cast(pl.Int64, strict=False)
+        head = text_.str.slice(0, text_.str.len_chars() - 1)
+        up = (head + (last + 1).cast(pl.String)).cast(pl.Float64, strict=False)
+        down = (head + (last - 1).cast(pl.String)).cast(pl.Float64, strict=False)
+        near = frame[ties].select(
+            ((last < 9) & (up == value_)).fill_null(False)
+            | ((last > 0) & (down == value_)).fill_null(False)
+        )
+        unsure = unsure.scatter(ties, unsure.gather(ties) | near.to_series())
+    return text.alias("text"), unsure.alias("unsure")
 
 
 def _n_kinds(kinds: Iterable[pl.Series]) -> pl.Series:
@@ -163,3 +176,52 @@ def span_attributes(lists: pa.Array) -> tuple[pa.Array, pl.Series] | None:
     bad_lists = np.zeros(len(lists), dtype=bool)
     bad_lists[series(parents).filter(bad).to_numpy()] = True
     return relist(lists, values), pl.Series(bad_lists)
+
+
+ARRAY_KINDS = {3: ('{"intValue": "', '"}'), 4: ('{"doubleValue": ', "}")}
+"""The AnyValue kinds an `arrayValue`'s elements may have in the protobuf reader
+(proto_arrow.py), each with the text polars prints around it when it reads the array's JSON
+into text (spans.py, `ANY_VALUE`)."""
+
+
+def printed_arrays(owner: np.ndarray, n: int, numbers: pl.Series, kind_of: np.ndarray) -> pa.Array:
+    """Per array (`owner`: each element's array), its elements' `numbers` as polars prints the
+    array: arrays of one kind joined with that kind's wrapping as the separator, so the
+    millions of elements of a per-token array take one join and no text of their own.
+
+    >>> numbers, kinds = pl.Series(["1", "2", "0.5", "3"]), np.array([3, 3, 4, 3])
+    >>> printed_arrays(np.array([0, 0, 2, 2]), 3, numbers, kinds).to_pylist()
+    ['{"values": [{"intValue": "1"}, {"intValue": "2"}]}', '{"values": []}',
+     '{"values": [{"doubleValue": 0.5}, {"intValue": "3"}]}']
+    """
+    lengths = np.bincount(owner, minlength=n)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    out = pl.Series(np.full(n, '{"values": []}'), dtype=pl.String)
+    of_one_kind = np.zeros(n, dtype=bool)
+    for kind, (before, after) in ARRAY_KINDS.items():
+        one = np.flatnonzero(
+            (np.bincount(owner[kind_of == kind], minlength=n) == lengths) & (lengths > 0)
+        )
+        if not len(one):
+            continue
+        of_one_kind[one] = True
+        lists = _lists_of(offsets, one, numbers)
+        joined = '{"values": [' + before + lists.list.join(after + ", " + before) + after + "]}"
+        out = out.scatter(one, joined)
+    mixed = np.flatnonzero(~of_one_kind & (lengths > 0))
+    if len(mixed):
+        wrapped = numbers.clone()
+        for kind, (before, after) in ARRAY_KINDS.items():
+            at = np.flatnonzero(kind_of == kind)
+            wrapped = wrapped.scatter(at, before + numbers.gather(at) + after)
+        out = out.scatter(
+            mixed, '{"values": [' + _lists_of(offsets, mixed, wrapped).list.join(", ") + "]}"
+        )
+    return out.to_arrow().cast(pa.string())
+
+
+def _lists_of(offsets: np.ndarray, which: np.ndarray, items: pl.Series) -> pl.Series:
+    """Lists `which` of the list array `offsets` over `items` (nulls as "")."""
+    lists = pa.ListArray.from_arrays(arrow_of(offsets), items.fill_null("").to_arrow())
+    return series(lists).gather(which)

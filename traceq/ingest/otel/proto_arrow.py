@@ -27,7 +27,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.lib.stride_tricks import sliding_window_view
 
-from traceq.ingest.otel.arrow_values import arrow_of, double_text, series
+from traceq.ingest.otel.arrow_values import (
+    ARRAY_KINDS,
+    arrow_of,
+    double_text,
+    printed_arrays,
+    series,
+)
 from traceq.ingest.otel.otlp_arrow import ARROW_DOCUMENT
 from traceq.ingest.otel.proto_wire import (
     FIXED32,
@@ -59,9 +65,6 @@ _KEY_VALUE = {1: LEN, 2: LEN}
 _ANY_VALUE = {1: LEN, 2: VARINT, 3: VARINT, 4: FIXED64, 5: LEN, 6: LEN, 7: LEN}
 _ARRAY_VALUE = {1: LEN}
 _DECLINED_KINDS = (6,)  # kvlistValue
-_ARRAY_KINDS = {3: ('{"intValue": "', '"}'), 4: ('{"doubleValue": ', "}")}
-"""The AnyValue kinds an `arrayValue`'s elements may have here, each with the text polars
-prints around it when it reads the array's JSON into text (spans.py, `ANY_VALUE`)."""
 
 
 def _replaced(struct: pa.StructType, name: str, type_: pa.DataType) -> pa.StructType:
@@ -235,10 +238,11 @@ def _array_text(
         np.concatenate([k.owner for k in of_kind.values()]), minlength=elements.n
     )
     bad = set_kinds != 1
-    for n in set(_ANY_VALUE) - set(_ARRAY_KINDS):
+    for n in set(_ANY_VALUE) - set(ARRAY_KINDS):
         bad[of_kind[n].owner] = True
-    text = pl.Series(np.full(elements.n, None), dtype=pl.String)
-    for n, (before, after) in _ARRAY_KINDS.items():
+    numbers = pl.Series(np.full(elements.n, None), dtype=pl.String)
+    kind_of = np.zeros(elements.n, dtype=np.int64)
+    for n in ARRAY_KINDS:
         got = of_kind[n]
         if not len(got.owner):
             continue
@@ -249,21 +253,13 @@ def _array_text(
                 pl.Series(_fixed64(values.buf, got.start).view(np.float64))
             )
             bad[got.owner[unsure.to_numpy()]] = True
-        text = text.scatter(got.owner, before + printed + after)
+        numbers = numbers.scatter(got.owner, printed)
+        kind_of[got.owner] = n
     bad_arrays = np.zeros(arrays.n, dtype=bool)
     bad_arrays[element_at.owner[bad]] = True
     odd[at.owner[bad_arrays]] = True
     declined += [arrays.declined, elements.declined]
-    lengths = np.bincount(element_at.owner, minlength=arrays.n)
-    offsets = np.zeros(arrays.n + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    joined = series(pa.ListArray.from_arrays(arrow_of(offsets), text.fill_null("").to_arrow()))
-    printed = pl.select(
-        pl.when(pl.lit(lengths) == 0)
-        .then(pl.lit('{"values": []}'))
-        .otherwise('{"values": [' + joined.list.join(", ") + "]}")
-    ).to_series()
-    return _spread(printed.to_arrow().cast(pa.string()), has)
+    return _spread(printed_arrays(element_at.owner, arrays.n, numbers, kind_of), has)
 
 
 def _value_of(values: _Level, kind: Fields, number: int) -> pa.Array:

@@ -197,6 +197,7 @@ def printed_arrays(owner: np.ndarray, n: int, numbers: pl.Series, kind_of: np.nd
     lengths = np.bincount(owner, minlength=n)
     offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
+    lists = _lists(offsets, numbers)
     out = pl.Series(np.full(n, '{"values": []}'), dtype=pl.String)
     of_one_kind = np.zeros(n, dtype=bool)
     for kind, (before, after) in ARRAY_KINDS.items():
@@ -206,22 +207,19 @@ def printed_arrays(owner: np.ndarray, n: int, numbers: pl.Series, kind_of: np.nd
         if not len(one):
             continue
         of_one_kind[one] = True
-        lists = _lists_of(offsets, one, numbers)
-        joined = '{"values": [' + before + lists.list.join(after + ", " + before) + after + "]}"
-        out = out.scatter(one, joined)
+        joined = lists.gather(one).list.join(after + ", " + before)
+        out = out.scatter(one, '{"values": [' + before + joined + after + "]}")
     mixed = np.flatnonzero(~of_one_kind & (lengths > 0))
     if len(mixed):
         wrapped = numbers.clone()
         for kind, (before, after) in ARRAY_KINDS.items():
             at = np.flatnonzero(kind_of == kind)
             wrapped = wrapped.scatter(at, before + numbers.gather(at) + after)
-        out = out.scatter(
-            mixed, '{"values": [' + _lists_of(offsets, mixed, wrapped).list.join(", ") + "]}"
-        )
+        joined = _lists(offsets, wrapped).gather(mixed).list.join(", ")
+        out = out.scatter(mixed, '{"values": [' + joined + "]}")
     return out.to_arrow().cast(pa.string())
 
 
-def _lists_of(offsets: np.ndarray, which: np.ndarray, items: pl.Series) -> pl.Series:
-    """Lists `which` of the list array `offsets` over `items` (nulls as "")."""
-    lists = pa.ListArray.from_arrays(arrow_of(offsets), items.fill_null("").to_arrow())
-    return series(lists).gather(which)
+def _lists(offsets: np.ndarray, items: pl.Series) -> pl.Series:
+    """The list array `offsets` over `items` (nulls as "")."""
+    return series(pa.ListArray.from_arrays(arrow_of(offsets), items.fill_null("").to_arrow()))

@@ -223,3 +223,59 @@ def printed_arrays(owner: np.ndarray, n: int, numbers: pl.Series, kind_of: np.nd
 def _lists(offsets: np.ndarray, items: pl.Series) -> pl.Series:
     """The list array `offsets` over `items` (nulls as "")."""
     return series(pa.ListArray.from_arrays(arrow_of(offsets), items.fill_null("").to_arrow()))
+
+
+# A key or string polars prints as it is inside quotes: no quote, backslash or control byte.
+_PLAIN = r'^[^\x00-\x1f"\\\x7f]*$'
+_VALUE_TEXT = {  # AnyValue kind → the text polars prints of its OTLP/JSON value
+    "stringValue": ('{"stringValue": "', '"}'),
+    "boolValue": ('{"boolValue": ', "}"),
+    "intValue": ('{"intValue": "', '"}'),
+    "doubleValue": ('{"doubleValue": ', "}"),
+    "bytesValue": ('{"bytesValue": "', '"}'),
+    "arrayValue": ('{"arrayValue": ', "}"),
+}
+
+
+def attributes_text(lists: pa.Array, want: np.ndarray) -> pa.Array:
+    """Per list of key-values of the protobuf reader (proto_arrow.py: one AnyValue kind each,
+    arrays already as text) where `want`, the JSON text polars keeps of the list when it reads
+    OTLP/JSON (`[{"key": "a", "value": {"intValue": "1"}}]`, spans.py's event `attributes`);
+    null elsewhere, and where a key or string would need escaping or a double prints unsure.
+
+    >>> kv = pa.array([[{"key": "n", "value": {"intValue": "2"}}], []])
+    >>> attributes_text(kv, np.array([True, True])).to_pylist()
+    ['[{"key": "n", "value": {"intValue": "2"}}]', '[]']
+    """
+    index = np.flatnonzero(want)
+    chosen = lists.take(arrow_of(index))
+    kv, parents = pc.list_flatten(chosen), pc.list_parent_indices(chosen)
+    value = pc.struct_field(kv, "value")
+    kinds = {f: field(value, f) for f in _VALUE_TEXT if value.type.get_field_index(f) >= 0}
+    unsure = pl.Series(np.zeros(len(kv), dtype=bool))
+    if "boolValue" in kinds:
+        kinds["boolValue"] = kinds["boolValue"].cast(pl.String)
+    if "doubleValue" in kinds:
+        kinds["doubleValue"], unsure = double_text(kinds["doubleValue"])
+    frame = pl.DataFrame({"key": field(kv, "key"), **kinds, "unsure": unsure})
+    printed = pl.lit("{}")  # a value of no kind
+    for name, (before, after) in _VALUE_TEXT.items():
+        if name in kinds:
+            printed = (
+                pl.when(pl.col(name).is_not_null())
+                .then(before + pl.col(name) + after)
+                .otherwise(printed)
+            )
+    plain = pl.col("key").str.contains(_PLAIN)
+    if "stringValue" in kinds:
+        plain &= pl.col("stringValue").str.contains(_PLAIN).fill_null(True)
+    items = frame.select(
+        text='{"key": "' + pl.col("key") + '", "value": ' + printed + "}",
+        bad=~plain | pl.col("unsure"),
+    )
+    texts = series(relist(chosen, items["text"].to_arrow()))
+    bad = np.zeros(len(index), dtype=bool)
+    bad[series(parents).filter(items["bad"]).to_numpy()] = True
+    joined = pl.select(pl.when(pl.lit(bad)).then(None).otherwise("[" + texts.list.join(", ") + "]"))
+    out = pl.Series(np.full(len(lists), None), dtype=pl.String).scatter(index, joined.to_series())
+    return out.to_arrow().cast(pa.string())

@@ -15,7 +15,8 @@ exactly and names the rows (lines) of every other shape, which polars then reads
   a `kvlistValue`, a value of no kind or of two, or a double whose text polars may print
   otherwise (arrow_values.py) leaves its row to polars;
 * span events that are token events (`gen_ai.token`) with a token count that is a positive
-  integer, or none; any other event (whose text traceq keeps or quotes) leaves its row.
+  integer, or none; any other event (whose text traceq keeps or quotes) leaves its row, but
+  where the protobuf reader made that text (proto_arrow.py, `attributesText`).
 
 A block pyarrow cannot take whole returns None and polars reads all of it, with its quarantine
 and messages: a type other than the schema's (`kind` as text, a number where OTLP writes a
@@ -142,17 +143,13 @@ def _children(lists: pa.Array) -> tuple[pa.Array, pa.Array]:
 
 
 def _event_counts(events: pa.Array, token_event: str) -> pl.DataFrame:
-    """Per event: `ts` (ns), `name`, `n_tokens`, and `polars` (polars must read its line)."""
+    """Per event: `ts` (ns), `name`, `n_tokens`, `attributes` (the text polars keeps of them,
+    where the protobuf reader made it, else null) and `polars` (polars must read its line)."""
     kv, parents = _children(pc.struct_field(events, "attributes"))
     value = pc.struct_field(kv, "value")
+    kinds = [f for f in _KINDS if value.type.get_field_index(f) >= 0]
     attrs = pl.DataFrame(
-        {
-            "event": series(parents),
-            "key": field(kv, "key"),
-            **{f: field(value, f) for f in ("stringValue", "intValue", "bytesValue")},
-            "doubleValue": field(value, "doubleValue"),
-            "boolValue": field(value, "boolValue"),
-        }
+        {"event": series(parents), "key": field(kv, "key"), **{f: field(value, f) for f in kinds}}
     )
     is_count = pl.col("key") == TOKEN_COUNT
     integer = pl.col("intValue")
@@ -161,14 +158,18 @@ def _event_counts(events: pa.Array, token_event: str) -> pl.DataFrame:
         is_count=is_count,
         # as otlp_json.token_count reads the text: through a double
         n=integer.cast(pl.Float64, strict=False).cast(pl.Int64, strict=False),
-        # not one AnyValue kind, or a count other than a plain integer
-        odd=(pl.sum_horizontal(pl.all().exclude("event", "key").is_not_null()) != 1)
-        | (is_count & ~integer.str.contains(_INTEGER).fill_null(False)),
+        # not one AnyValue kind; a count other than a plain integer
+        odd=pl.sum_horizontal(pl.col(kinds).is_not_null()) != 1,
+        odd_count=is_count & ~integer.str.contains(_INTEGER).fill_null(False),
     )
+    texted = events.type.get_field_index("attributesText") >= 0
     per_event = pl.DataFrame(
         {
             "ts": field(events, "timeUnixNano").cast(pl.Int64, strict=False),
             "name": field(events, "name"),
+            "attributes": field(events, "attributesText")
+            if texted
+            else pl.repeat(None, len(events), dtype=pl.String, eager=True),
         }
     )
     if attrs.height == len(events) and attrs["event"].equals(pl.int_range(len(events), eager=True)):
@@ -177,10 +178,13 @@ def _event_counts(events: pa.Array, token_event: str) -> pl.DataFrame:
             n_tokens=pl.when(attrs["is_count"]).then(attrs["n"]),
             counted=attrs["is_count"],
             odd=attrs["odd"],
+            odd_count=attrs["odd_count"],
         )
     else:
         first = attrs.filter("is_count").unique("event", keep="first", maintain_order=True)
-        flags = attrs.group_by("event").agg(pl.col("odd").any(), counted=pl.col("is_count").any())
+        flags = attrs.group_by("event").agg(
+            pl.col("odd", "odd_count").any(), counted=pl.col("is_count").any()
+        )
         flags = flags.join(first.select("event", n_tokens="n"), on="event", how="left")
         events_ = per_event.with_row_index("event").with_columns(pl.col("event").cast(pl.Int64))
         per_event = events_.join(flags, on="event", how="left", maintain_order="left")
@@ -189,9 +193,20 @@ def _event_counts(events: pa.Array, token_event: str) -> pl.DataFrame:
         ours = pl.lit(False)
     # a count that is not positive: quarantine quotes the event's text, which polars has
     garbled = pl.col("counted").fill_null(False) & ~(pl.col("n_tokens") > 0).fill_null(False)
-    return per_event.select(
-        "ts", "name", "n_tokens", polars=~ours | pl.col("odd").fill_null(False) | garbled
+    # other events are taken where their text is at hand (the protobuf reader's)
+    untaken = (
+        pl.when(ours).then(pl.col("odd").fill_null(False)).otherwise(pl.col("attributes").is_null())
     )
+    return per_event.select(
+        "ts",
+        "name",
+        "n_tokens",
+        "attributes",
+        polars=untaken | pl.col("odd_count").fill_null(False) | garbled,
+    )
+
+
+_KINDS = ("stringValue", "intValue", "bytesValue", "doubleValue", "boolValue", "arrayValue")
 
 
 def _first_string(kv_lists: pa.Array, key: str) -> pl.Series:
@@ -246,9 +261,7 @@ def _batch_spans(
     needs_polars = bad_attrs.to_numpy().copy()
     needs_polars[event_span[per_event["polars"].to_numpy()]] = True
     event_structs = (
-        per_event.select("ts", "name", "n_tokens", attributes=pl.lit(None, pl.String))
-        .to_struct("e")
-        .to_arrow()
+        per_event.select("ts", "name", "n_tokens", "attributes").to_struct("e").to_arrow()
     )
     status = pc.struct_field(spans, "status")
     frame = pl.DataFrame(

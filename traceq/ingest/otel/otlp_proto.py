@@ -39,6 +39,7 @@ from traceq.ingest.otel.otlp_json import (
 from traceq.ingest.otel.proto_shape import as_document
 from traceq.ingest.otel.proto_wire import WireError
 from traceq.ingest.otel.spans import SPAN_FRAME
+from traceq.ingest.otel.tokens import TOKEN_LEVEL_EVENTS
 from traceq.ingest.source import ZSTD_MAGIC
 from traceq.schema import RAW_LIMIT
 from traceq.spill import trim_heap
@@ -210,7 +211,9 @@ def _native(messages: list[_Message], readers: _Readers) -> tuple[pl.DataFrame, 
     binary = np.array([not m.json for m in messages])
     index = np.flatnonzero(binary)
     try:
-        table, declined = proto_arrow.to_table([messages[i].data for i in index.tolist()])
+        token_event = readers.json.token_event
+        untexted = None if token_event in TOKEN_LEVEL_EVENTS else token_event
+        table, declined = proto_arrow.to_table([messages[i].data for i in index.tolist()], untexted)
     except (WireError, OverflowError):
         readers.native = False
         return None

@@ -30,6 +30,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from traceq.ingest.otel.arrow_values import (
     ARRAY_KINDS,
     arrow_of,
+    attributes_text,
     double_text,
     printed_arrays,
     series,
@@ -80,10 +81,15 @@ _JSON_KV = _JSON_SPAN.field("attributes").type.value_type
 _VALUE = pa.struct([*_JSON_KV.field("value").type, pa.field("arrayValue", pa.string())])
 _KV = _replaced(_JSON_KV, "value", _VALUE)
 _ATTRIBUTES = pa.list_(_KV)
-_EVENT_TYPE = _replaced(
-    _replaced(_JSON_SPAN.field("events").type.value_type, "timeUnixNano", pa.int64()),
-    "attributes",
-    _ATTRIBUTES,
+_EVENT_TYPE = pa.struct(
+    [
+        *_replaced(
+            _replaced(_JSON_SPAN.field("events").type.value_type, "timeUnixNano", pa.int64()),
+            "attributes",
+            _ATTRIBUTES,
+        ),
+        pa.field("attributesText", pa.string()),  # arrow_values.attributes_text
+    ]
 )
 _SPAN_TYPE = _replaced(
     _replaced(_JSON_SPAN, "events", pa.list_(_EVENT_TYPE)), "attributes", _ATTRIBUTES
@@ -121,8 +127,10 @@ class _Level:
         return got, has, index
 
 
-def to_table(payloads: list[bytes]) -> tuple[pa.Table, np.ndarray]:
-    """The messages as the JSON reader's document table, and the rows to decline.
+def to_table(payloads: list[bytes], untexted: str | None = None) -> tuple[pa.Table, np.ndarray]:
+    """The messages as the JSON reader's document table, and the rows to decline. Span events
+    also carry their attributes as the text polars keeps of them (`attributesText`), but those
+    named `untexted` (the token event, read from its attributes alone).
 
     Raises proto_wire.WireError on bytes that are not protobuf."""
     sizes = np.array([len(p) for p in payloads], dtype=np.int64)
@@ -145,7 +153,7 @@ def to_table(payloads: list[bytes]) -> tuple[pa.Table, np.ndarray]:
     scopes = _Level(buf, scope_at, scope_row, _SCOPE_SPANS)
     span_at, span_row = scopes.many(2, LEN)
     spans = _Level(buf, span_at, span_row, _SPAN)
-    span_array = _spans(spans, declined)
+    span_array = _spans(spans, declined, untexted)
 
     scope_array = pa.StructArray.from_arrays(
         [_lists(span_at.owner, scopes.n, span_array)], fields=list(_SCOPES.value_type)
@@ -164,7 +172,7 @@ def to_table(payloads: list[bytes]) -> tuple[pa.Table, np.ndarray]:
     return table, np.unique(np.concatenate(declined))
 
 
-def _spans(spans: _Level, declined: list[np.ndarray]) -> pa.StructArray:
+def _spans(spans: _Level, declined: list[np.ndarray], untexted: str | None) -> pa.StructArray:
     columns: list[pa.Array] = [_hex_ids(spans, n) for n in (1, 2, 4)]
     columns.append(_text(spans, 5))
     columns.append(_small_int(spans, 6, declined))
@@ -172,8 +180,10 @@ def _spans(spans: _Level, declined: list[np.ndarray]) -> pa.StructArray:
     columns.append(_key_values(spans, 9, declined))
     event_at, event_row = spans.many(11, LEN)
     events = _Level(spans.buf, event_at, event_row, _EVENT)
+    names, attributes = _text(events, 2), _key_values(events, 3, declined)
+    texted = series(names).ne_missing(untexted).to_numpy() if untexted else np.ones(events.n, bool)
     event_array = pa.StructArray.from_arrays(
-        [_nanos(events, 1, text=False), _text(events, 2), _key_values(events, 3, declined)],
+        [_nanos(events, 1, text=False), names, attributes, attributes_text(attributes, texted)],
         fields=list(_EVENT_TYPE),
     )
     columns.append(_lists(event_at.owner, spans.n, event_array))

@@ -170,10 +170,12 @@ def _first_chunks(con: duckdb.DuckDBPyConnection, t0: Path, pieces: int, chunks:
         con.execute(load("layout_tokens_t0_view"))
         return
     con.execute(load("layout_tokens_t0"), {"path": str(t0), "files": T0_FILE_ROW_GROUPS})
+    con.execute(_DROP_STARTS)  # the pieces read the scratch: 24 bytes a request given back
     con.read_parquet(str(t0 / "*.parquet")).create_view("_staged_tokens_t0")
 
 
 _REQUESTS = "SELECT count(*) FROM _tokens_starts"
+_DROP_STARTS = "DROP TABLE _tokens_starts"
 
 
 def _write_tokens(

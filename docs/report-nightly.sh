@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Nightly health report and regression gate (docs/REPORT.md, SPEC §8 "Nightly health").
+# Nightly health report and regression gate (docs/REPORT.md).
 #
 #   docs/report-nightly.sh RUN_DIR [STATE_DIR]
 #

@@ -1,5 +1,5 @@
 """Docs and code comments cite files, commands and measured figures, never traceq's own issue
-numbers (a user does not have the tracker), and docs/PERFORMANCE.md stays one page.
+numbers or the team's spec (a user has neither), and docs/PERFORMANCE.md stays one page.
 
 Scanned: every text file under docs/ and playbooks/, README.md, traceq/ (.py, .sql, .yaml) and
 bench/ (.py, .md). A hit is `issue N`, `issue #N`, `issues N and M`, `Issue N §x`, or an anchor
@@ -83,6 +83,19 @@ def test_no_traceq_issue_numbers_in_docs_or_code_comments():
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             found += [f"{path.relative_to(ROOT)}:{n}: {hit}" for hit in issue_citations(line)]
     assert not found, "cite a file, command or figure instead:\n" + "\n".join(found)
+
+
+SPEC = re.compile(r"\bSPEC(?:\.md\b|[ \t]*§)")
+
+
+def test_no_citations_of_the_team_spec():
+    """The product spec is the team's, not the user's: docs and comments cite the page that
+    says it (docs/METRICS.md for definitions, docs/INGEST.md for conventions)."""
+    found = []
+    for path in _scanned():
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            found += [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for _ in SPEC.finditer(line)]
+    assert not found, "cite a file in this repository instead:\n" + "\n".join(found)
 
 
 def test_the_upstream_form_and_urls_are_allowed():

@@ -139,7 +139,7 @@ def test_fixed_length_load_is_not_a_latency_regression(root, healthy_64):
 
 def test_client_side_jitter_leaves_the_server_kpis_alone(root, healthy_64):
     # the stalls are on the client side only: every KPI is taken from the row that stands for
-    # each request (the server's, SPEC §4; token_gaps holds its gaps, client_token_gaps the
+    # each request (the server's, docs/METRICS.md; token_gaps holds its gaps, client_token_gaps the
     # client's), so the gate sees no change; the tbt-jitter playbook names this fault
     # (findings, client-only cause), not the gate.
     ds = make_dataset(root, "client-jitter", 1, requests=300)

@@ -15,7 +15,7 @@ from traceq.report import build_report
 from traceq.session import Session
 
 REAL = Path(__file__).resolve().parent / "data" / "real" / "loadtest"
-# AIPerf's names (its JSON export) for the report's KPIs; SPEC §4 / docs/METRICS.md crosswalk
+# AIPerf's names (its JSON export) for the report's KPIs; docs/METRICS.md crosswalk
 AIPERF = {"time_to_first_token": "ttft", "inter_token_latency": "tpot",
           "inter_chunk_latency": "tbt", "request_latency": "e2e"}  # fmt: skip
 

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def truth_phases(name: str, seed: int, **kw: object) -> pl.DataFrame:
-    """The simulator's own per-request phases (SPEC §4), from its stamps."""
+    """The simulator's own per-request phases (docs/METRICS.md), from its stamps."""
     sink = Collect()
     simulate(scenario(name, **kw), seed, [sink])  # type: ignore[arg-type]
     rows = []

@@ -15,7 +15,7 @@ from traceq.ingest.source import InputError
 @dataclass(frozen=True)
 class IngestOptions:
     conventions: SpanConventions = field(default_factory=SpanConventions)
-    """OpenTelemetry token-level convention names (SPEC §2)."""
+    """OpenTelemetry token-level convention names (docs/INGEST.md)."""
     year: int | None = None
     """Year of log timestamps that print none (default: the file's mtime year)."""
     tz: str = "UTC"

@@ -1,5 +1,5 @@
-"""`traceq report`: the nightly health report and regression gate (SPEC §8 "Nightly health",
-seed part 2 §5.1 and §6.2; docs/REPORT.md).
+"""`traceq report`: the nightly health report and regression gate (seed part 2 §5.1 and
+§6.2; docs/REPORT.md).
 
     from traceq.report import build_report
     report = build_report("run.tq", baseline="baselines/main.json")

@@ -5,7 +5,7 @@
 
 -- @view crosswalk
 -- One row per native latency figure of an imported load-test run (tool, metric, statistic) with
--- our statistic of the matching metric (SPEC §4 definitions) from that run's client requests:
+-- our statistic of the matching metric (docs/METRICS.md definitions) from that run's client requests:
 -- successful requests only, linear-interpolated percentiles (quantile_cont, numpy's default),
 -- population std. Rows of summary-only files whose per-request file was not ingested have a
 -- null ours_ms. same_definition says whether the two figures are meant to agree.
@@ -160,7 +160,7 @@ SELECT
     n.same_definition AS same_definition,
     -- What the tool's metric measures.
     n.native_definition AS native_definition,
-    -- What our metric measures (SPEC §4).
+    -- What our metric measures (docs/METRICS.md).
     d.our_definition AS our_definition
 FROM native AS n
 CROSS JOIN stat_names AS s

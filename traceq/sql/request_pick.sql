@@ -6,7 +6,7 @@
 -- A request is its request_id. Rows with the same request_id and view are copies of one
 -- request (a gzipped or CRLF copy of a file, a second export of the same requests): the one
 -- with the finest stamps is kept, then the earliest ingested. Of a request's kept rows, the
--- server row stands for it (SPEC §4); the client row stays the request's client view.
+-- server row stands for it (docs/METRICS.md); the client row stays the request's client view.
 
 CREATE OR REPLACE TEMP TABLE _picked AS
 WITH ranked AS (

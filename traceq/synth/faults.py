@@ -54,8 +54,8 @@ class FaultSpec:
     Cause ids are the playbooks' own (the `causes[].id` of traceq/playbooks/catalog/*.yaml,
     which users see in findings); tests/test_synth_labels.py checks every one exists there."""
 
-    # expected playbook (SPEC §5 id) → the ids of its causes the fault injects in every
-    # variant: what that playbook's top-ranked cause should be
+    # expected playbook (its id in traceq/playbooks/catalog/) → the ids of its causes the fault
+    # injects in every variant: what that playbook's top-ranked cause should be
     causes: dict[str, tuple[str, ...]]
     tolerated: tuple[str, ...] = ()  # true side effects: may fire, neither hit nor false alarm
     # causes only some variants inject too, added by `injected` where the condition holds

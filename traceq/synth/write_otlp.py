@@ -1,5 +1,5 @@
 """OTLP/JSON as the OpenTelemetry Collector file exporter writes it: one
-`{"resourceSpans":[…]}` export request per line, in the token-level convention (SPEC §2).
+`{"resourceSpans":[…]}` export request per line, in the token-level convention (docs/INGEST.md).
 
 Per request: an `llm_request` SERVER span with vLLM V1 attributes (`gen_ai.latency.*` in
 seconds as doubles, `gen_ai.usage.*`, `gen_ai.response.finish_reasons` as vLLM's JSON

@@ -107,7 +107,7 @@ ATTRIBUTES = {
 
 @dataclass(frozen=True)
 class SpanConventions:
-    """Names of the token-level convention (SPEC §2); all configurable."""
+    """Names of the token-level convention traceq reads; all configurable."""
 
     token_event: str = "gen_ai.token"
     request_spans: tuple[str, ...] = ("llm_request", "omni_request")

@@ -7,7 +7,10 @@
 -- (layout_tokens_starts.sql): one row a request.
 SELECT minute, _utc_day(t0) AS day, chunks
 FROM (
-    SELECT _floor_div(_t0, 60000000000) AS minute, min(_t0) AS t0, CAST(sum(chunks) AS BIGINT) AS chunks
+    SELECT
+        _floor_div(_t0, 60000000000) AS minute,
+        min(_t0) AS t0,
+        CAST(sum(chunks) AS BIGINT) AS chunks
     FROM _tokens_starts
     GROUP BY minute
 )

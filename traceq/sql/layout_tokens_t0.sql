@@ -3,8 +3,8 @@
 -- (traceq/layout.py, T0_FILE_ROW_GROUPS) before the pieces of layout_tokens_piece.sql sort by
 -- it, each reading only the row groups of its own time. Joined to the strings and sorted in
 -- one pipeline, the 3 M requests of a 26 GB OTLP file ran out of the 512 MB LAYOUT_MEMORY
--- ("failed to pin block", both ways: the join's strings, and join and sort together); a source
--- whose sort is one piece joins in place instead (layout_tokens_t0_view.sql).
+-- ("failed to pin block", both ways: the join's strings, and join and sort together); a small
+-- source joins in place instead (layout_tokens_t0_view.sql).
 COPY (
     SELECT t.*, s._t0
     FROM _staged_tokens AS t

@@ -177,8 +177,8 @@ FROM total AS t;
 -- decode worker's, ttft_ms runs from the first hop to the decode engine's first token and
 -- e2e_ms is the first hop's own span; stamps that cross hosts are on the reference clock
 -- (clock_offsets). Where a request has both a server and a client row, the server row is
--- used (docs/METRICS.md), and of several rows of one view the one with the finest stamps (a span beats
--- a log line), then the earliest ingested; copies of a request from other sources (the same
+-- used (docs/METRICS.md), and of several rows of one view the one with the finest stamps (a
+-- span beats a log line), then the earliest ingested; copies of a request from other sources (the same
 -- request id and view) are counted once. The requests table keeps every row. Rows are in
 -- arrival order. Durations are *_ns (BIGINT) and *_ms (DOUBLE).
 CREATE OR REPLACE VIEW request_phases AS

@@ -26,7 +26,7 @@ def series(array: pa.Array | pa.ChunkedArray) -> pl.Series:
 
 # pyarrow's `pa.array`, `pa.scalar` and `Array.to_numpy` import pandas (0.25-0.4 s of every
 # ingest process, as much as parsing 30 MB); the readers cross between numpy and Arrow through
-# these two instead (tests/test_otel_arrow_reader.py checks an ingest never imports pandas).
+# these instead (tests/test_otel_proto_reader.py checks an ingest never imports pandas).
 
 
 def numpy_of(array: pa.Array) -> np.ndarray:
@@ -47,6 +47,17 @@ def arrow_of(values: np.ndarray, mask: np.ndarray | None = None) -> pa.Array:
     else:
         data, kind = pa.py_buffer(values), pa.from_numpy_dtype(values.dtype)
     return pa.Array.from_buffers(kind, len(values), [validity, data])
+
+
+def offsets_of(lengths: np.ndarray) -> pa.Array:
+    """The int32 offsets of lists of these lengths.
+
+    >>> offsets_of(np.array([2, 0, 1])).to_pylist()
+    [0, 2, 2, 3]
+    """
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return arrow_of(offsets)
 
 
 def field(struct: pa.Array, name: str) -> pl.Series:
@@ -159,10 +170,8 @@ def _values(kv: pa.Array) -> tuple[pa.Array, pl.Series]:
 def relist(lists: pa.Array, values: pa.Array) -> pa.Array:
     """`values` (one per non-null element of `lists`, in order) as lists shaped like `lists`."""
     lengths = series(pc.list_value_length(lists)).fill_null(0).to_numpy()
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
     mask = lists.is_null() if lists.null_count else None
-    return pa.ListArray.from_arrays(arrow_of(offsets), values, mask=mask)
+    return pa.ListArray.from_arrays(offsets_of(lengths), values, mask=mask)
 
 
 def span_attributes(lists: pa.Array) -> tuple[pa.Array, pl.Series] | None:
@@ -178,7 +187,15 @@ def span_attributes(lists: pa.Array) -> tuple[pa.Array, pl.Series] | None:
     return relist(lists, values), pl.Series(bad_lists)
 
 
-ARRAY_KINDS = {3: ('{"intValue": "', '"}'), 4: ('{"doubleValue": ', "}")}
+_VALUE_TEXT = {  # AnyValue kind → the text polars prints of its OTLP/JSON value
+    "stringValue": ('{"stringValue": "', '"}'),
+    "boolValue": ('{"boolValue": ', "}"),
+    "intValue": ('{"intValue": "', '"}'),
+    "doubleValue": ('{"doubleValue": ', "}"),
+    "bytesValue": ('{"bytesValue": "', '"}'),
+    "arrayValue": ('{"arrayValue": ', "}"),
+}
+ARRAY_KINDS = {3: _VALUE_TEXT["intValue"], 4: _VALUE_TEXT["doubleValue"]}
 """The AnyValue kinds an `arrayValue`'s elements may have in the protobuf reader
 (proto_arrow.py), each with the text polars prints around it when it reads the array's JSON
 into text (spans.py, `ANY_VALUE`)."""
@@ -195,8 +212,7 @@ def printed_arrays(owner: np.ndarray, n: int, numbers: pl.Series, kind_of: np.nd
      '{"values": [{"doubleValue": 0.5}, {"intValue": "3"}]}']
     """
     lengths = np.bincount(owner, minlength=n)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
+    offsets = offsets_of(lengths)
     lists = _lists(offsets, numbers)
     out = pl.Series(np.full(n, '{"values": []}'), dtype=pl.String)
     of_one_kind = np.zeros(n, dtype=bool)
@@ -220,21 +236,13 @@ def printed_arrays(owner: np.ndarray, n: int, numbers: pl.Series, kind_of: np.nd
     return out.to_arrow().cast(pa.string())
 
 
-def _lists(offsets: np.ndarray, items: pl.Series) -> pl.Series:
+def _lists(offsets: pa.Array, items: pl.Series) -> pl.Series:
     """The list array `offsets` over `items` (nulls as "")."""
-    return series(pa.ListArray.from_arrays(arrow_of(offsets), items.fill_null("").to_arrow()))
+    return series(pa.ListArray.from_arrays(offsets, items.fill_null("").to_arrow()))
 
 
 # A key or string polars prints as it is inside quotes: no quote, backslash or control byte.
 _PLAIN = r'^[^\x00-\x1f"\\\x7f]*$'
-_VALUE_TEXT = {  # AnyValue kind → the text polars prints of its OTLP/JSON value
-    "stringValue": ('{"stringValue": "', '"}'),
-    "boolValue": ('{"boolValue": ', "}"),
-    "intValue": ('{"intValue": "', '"}'),
-    "doubleValue": ('{"doubleValue": ', "}"),
-    "bytesValue": ('{"bytesValue": "', '"}'),
-    "arrayValue": ('{"arrayValue": ', "}"),
-}
 
 
 def attributes_text(lists: pa.Array, want: np.ndarray) -> pa.Array:

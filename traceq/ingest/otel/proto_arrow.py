@@ -32,6 +32,7 @@ from traceq.ingest.otel.arrow_values import (
     arrow_of,
     attributes_text,
     double_text,
+    offsets_of,
     printed_arrays,
     series,
 )
@@ -232,9 +233,10 @@ def _array_text(
     values: _Level, kind: Fields, odd: np.ndarray, declined: list[np.ndarray]
 ) -> pa.Array:
     """AnyValue kind 5 (`arrayValue`) per value as the text polars keeps of its OTLP/JSON
-    (`{"values": [{"intValue": "1"}, {"doubleValue": 0.5}]}`, `{}` when empty), null where
-    another kind is set. Values whose array holds an element other than one int or one double
-    polars prints surely (arrow_values.py, `double_text`) are marked in `odd`."""
+    (`{"values": [{"intValue": "1"}, {"doubleValue": 0.5}]}`, `{"values": []}` when empty, as
+    proto_shape.py maps it), null where another kind is set. Values whose array holds an
+    element other than one int or one double polars prints surely (arrow_values.py,
+    `double_text`) are marked in `odd`."""
     has, index = last_of(kind, values.n)
     taken = index[has]
     at = Fields(
@@ -250,6 +252,7 @@ def _array_text(
     bad = set_kinds != 1
     for n in set(_ANY_VALUE) - set(ARRAY_KINDS):
         bad[of_kind[n].owner] = True
+    # each kind printed over its own elements only (a per-token array: millions of them)
     numbers = pl.Series(np.full(elements.n, None), dtype=pl.String)
     kind_of = np.zeros(elements.n, dtype=np.int64)
     for n in ARRAY_KINDS:
@@ -315,9 +318,7 @@ def _regroup(
         return taken
     if fill is None and pa.types.is_list(values.type):
         lengths = series(pc.list_value_length(taken)).fill_null(0).to_numpy()
-        offsets = np.zeros(len(has) + 1, dtype=np.int32)
-        np.cumsum(lengths, out=offsets[1:])
-        return pa.ListArray.from_arrays(arrow_of(offsets), taken.flatten())  # [] where none
+        return pa.ListArray.from_arrays(offsets_of(lengths), taken.flatten())  # [] where none
     if fill is None:
         return taken
     return series(taken).fill_null(fill).to_arrow().cast(values.type)
@@ -325,9 +326,7 @@ def _regroup(
 
 def _lists(owner: np.ndarray, n: int, values: pa.Array) -> pa.ListArray:
     """List i holds the values whose owner is i (owners sorted)."""
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(np.bincount(owner, minlength=n), out=offsets[1:])
-    return pa.ListArray.from_arrays(arrow_of(offsets), values)
+    return pa.ListArray.from_arrays(offsets_of(np.bincount(owner, minlength=n)), values)
 
 
 def _at(values: np.ndarray, has: np.ndarray, index: np.ndarray) -> np.ndarray:

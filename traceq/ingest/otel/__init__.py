@@ -9,8 +9,10 @@ request span, and derive each request's stamps.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import closing
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import polars as pl
 
@@ -18,6 +20,7 @@ from traceq.ingest.otel import jaeger, otlp_json, otlp_proto
 from traceq.ingest.otel.hops import stitch_summary
 from traceq.ingest.otel.producers import conventions_seen
 from traceq.ingest.otel.spans import split_spans
+from traceq.ingest.read_ahead import Quarantine, Reader, read_ahead
 from traceq.ingest.second_pass import second_pass
 from traceq.ingest.source import Source
 from traceq.sql import load
@@ -69,6 +72,7 @@ _SECOND_PASS = (
     "otel_outputs",
 )
 _STAGES = ("stage_spans", "stage_tokens", "stage_events")
+Frames = tuple[pl.DataFrame, pl.DataFrame]  # a block's span frame, and its lines with no spans
 
 
 def sniff(source: Source) -> str | None:
@@ -98,12 +102,11 @@ def ingest(
     schemas: dict[str, pl.Schema] = {}
     n_spans = 0
     seen: dict[str, int] = {}
-    with source.open() as stream:
-        if fmt == "jaeger-json":
-            frames = jaeger.iter_span_frames(stream, quarantine, progress)
-        else:
-            token_event = options.conventions.token_event
-            frames = _OTLP_READERS[fmt](stream, quarantine, progress, token_event)
+    # closed in this order: an error below stops the read ahead before the stream closes
+    with (
+        source.open() as stream,
+        closing(read_ahead(_reader(fmt, stream, options), quarantine, progress)) as frames,
+    ):
         for frame, no_key in frames:
             frame = frame.with_columns(_span=pl.int_range(pl.len(), dtype=pl.Int64) + n_spans)
             n_spans += frame.height
@@ -128,6 +131,18 @@ def ingest(
     stitch = _finalize(writer, schemas) if schemas else {}
     out = {"clock_domain": "unix_ns", "records": {"spans": n_spans}, "conventions": seen}
     return out | ({"stitch": stitch} if stitch else {})
+
+
+def _reader(fmt: str, stream: BinaryIO, options: IngestOptions) -> Reader[Frames]:
+    """The span frames of `stream` in format `fmt`, as `read_ahead` runs them."""
+    if fmt == "jaeger-json":
+        return functools.partial(jaeger.iter_span_frames, stream)
+    read, token_event = _OTLP_READERS[fmt], options.conventions.token_event
+
+    def frames(quarantine: Quarantine, progress: Callable[[int], None]) -> Iterator[Frames]:
+        return read(stream, quarantine, progress, token_event)
+
+    return frames
 
 
 def _finalize(writer: SourceWriter, schemas: dict[str, pl.Schema]) -> dict[str, Any]:

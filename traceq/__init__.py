@@ -24,9 +24,10 @@ the OTLP first pass faulted its memory in anew: 626 k page faults and 2.2 s of s
 the 176 MB file against 450 k and 1.6 s, its first pass 4.3 s against 2.7-3.3 s; with
 jemalloc's default (10 s, freed only when polars allocates) ~110 MiB of the first pass stayed
 resident under every later step. The ingest's peak, set by the `tokens` layout, is the same
-either way (176 MB: 559-587 MiB; 100 k requests: 764 against 777 MiB; docs/PERFORMANCE.md,
-"Ingest peak RSS with size"). Set only where polars is not loaded yet and the variable is
-unset."""
+either way (176 MB: 559-587 MiB; 100 k requests: 764 against 777 MiB), but where polars' own
+first pass sets it (protobuf with OTel arrays and steps: 817-836 against 706-708 MiB;
+docs/PERFORMANCE.md, "Ingest peak RSS with size"). Set only where polars is not loaded yet and
+the variable is unset."""
 if "polars" not in sys.modules:
     os.environ.setdefault("_RJEM_MALLOC_CONF", POLARS_ALLOCATOR)
 

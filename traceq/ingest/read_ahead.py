@@ -55,19 +55,19 @@ def read_ahead(
         read[0] = 0
         return item, got, n
 
-    with ThreadPoolExecutor(1, thread_name_prefix="traceq-read-ahead") as pool:
-        try:
+    pool = ThreadPoolExecutor(1, thread_name_prefix="traceq-read-ahead")
+    try:
+        pending = pool.submit(step)
+        while True:
+            item, got, n = pending.result()
+            quarantine += got
+            if n:
+                progress(n)
+            if item is _END:
+                return
             pending = pool.submit(step)
-            while True:
-                item, got, n = pending.result()
-                quarantine += got
-                if n:
-                    progress(n)
-                if item is _END:
-                    return
-                pending = pool.submit(step)
-                yield cast(T, item)
-        finally:
-            pool.shutdown(wait=True)  # the block in flight ends before the stream closes
-            if isinstance(items, Generator):
-                items.close()
+            yield cast(T, item)
+    finally:
+        pool.shutdown(wait=True)  # the block in flight ends before the stream closes
+        if isinstance(items, Generator):
+            items.close()

@@ -114,3 +114,32 @@ def test_an_ingest_of_many_blocks_keeps_every_line_number_and_byte(tmp_path, mon
     assert sorted(int(loc.split()[1]) for (loc,) in locations) == sorted(bad)
     assert {t for t, _ in calls} == {caller}
     assert sum(n for _, n in calls) == src.stat().st_size
+
+
+def test_a_failure_while_staging_stops_the_read_ahead_and_loses_only_that_file(
+    tmp_path, monkeypatch
+):
+    """The driver fails on the second block while the third is being parsed: the file is
+    `failed` with the error's reason, nothing of it is committed, and no reader thread is
+    left running on its closed stream."""
+    from traceq.ingest import otel
+
+    monkeypatch.setattr(otlp_json, "BLOCK_BYTES", 4096)
+    src = tmp_path / "many.jsonl"
+    src.write_text("\n".join(_spans(60)) + "\n")
+    real, calls = otel.split_spans, []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("disk went away")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(otel, "split_spans", failing)
+    before = threading.active_count()
+    (result,) = traceq.ingest([src], tmp_path / "ds")
+    assert result.status == "failed" and threading.active_count() == before
+    con = traceq.open(tmp_path / "ds")
+    assert con.sql("SELECT count(*) FROM requests").fetchall() == [(0,)]
+    (reason,) = con.sql("SELECT reason FROM quarantine").fetchall()[0]
+    assert reason == "otlp-json reader failed: RuntimeError: disk went away"

@@ -214,7 +214,7 @@ def printed_arrays(owner: np.ndarray, n: int, numbers: pl.Series, kind_of: np.nd
     lengths = np.bincount(owner, minlength=n)
     offsets = offsets_of(lengths)
     lists = _lists(offsets, numbers)
-    out = pl.Series(np.full(n, '{"values": []}'), dtype=pl.String)
+    out = pl.repeat('{"values": []}', n, dtype=pl.String, eager=True)
     of_one_kind = np.zeros(n, dtype=bool)
     for kind, (before, after) in ARRAY_KINDS.items():
         one = np.flatnonzero(
@@ -285,5 +285,6 @@ def attributes_text(lists: pa.Array, want: np.ndarray) -> pa.Array:
     bad = np.zeros(len(index), dtype=bool)
     bad[series(parents).filter(items["bad"]).to_numpy()] = True
     joined = pl.select(pl.when(pl.lit(bad)).then(None).otherwise("[" + texts.list.join(", ") + "]"))
-    out = pl.Series(np.full(len(lists), None), dtype=pl.String).scatter(index, joined.to_series())
+    out = pl.repeat(None, len(lists), dtype=pl.String, eager=True)
+    out = out.scatter(index, joined.to_series())
     return out.to_arrow().cast(pa.string())

@@ -253,7 +253,7 @@ def _array_text(
     for n in set(_ANY_VALUE) - set(ARRAY_KINDS):
         bad[of_kind[n].owner] = True
     # each kind printed over its own elements only (a per-token array: millions of them)
-    numbers = pl.Series(np.full(elements.n, None), dtype=pl.String)
+    numbers = pl.repeat(None, elements.n, dtype=pl.String, eager=True)
     kind_of = np.zeros(elements.n, dtype=np.int64)
     for n in ARRAY_KINDS:
         got = of_kind[n]

@@ -1,14 +1,14 @@
 """Reading one block ahead: a reader's next block is parsed on a worker thread while the
 ingest driver splits and writes the one before (traceq/ingest/otel/__init__.py).
 
-pyarrow's JSON reader, the numpy decode of protobuf and polars' flatten spend most of their
-time outside the GIL, as do the driver's polars split and Parquet writes, so the two overlap
-on two cores. The reader runs only on the worker, one block at a time; what it reports while
-it reads (quarantine rows, bytes read for the progress bar) is handed to the caller's lists
-and callback on the caller's thread, with the block it came with, so a Streamlit progress
-bar is never touched from another thread and quarantine rows keep their order. At most one
-block is in flight beside the one being written: the first pass's peak grows by one block's
-frame, not with the file.
+pyarrow's JSON parse and polars' flatten spend most of their time outside the GIL, as do the
+driver's polars split and Parquet writes, so the two overlap on two cores (the numpy decode of
+protobuf is many small calls that hold it, and overlaps less). The reader runs only on the
+worker, one block at a time; what it reports while it reads (quarantine rows, bytes read for the
+progress bar) is handed to the caller's lists and callback on the caller's thread, with the
+block it came with, so a Streamlit progress bar is never touched from another thread and
+quarantine rows keep their order. At most one block is in flight beside the one being written:
+the first pass's peak grows by one block's frame, not with the file.
 
 >>> def reader(quarantine, progress):
 ...     for n in (3, 4):

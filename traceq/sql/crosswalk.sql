@@ -7,8 +7,8 @@
 -- One row per native latency figure of an imported load-test run (tool, metric, statistic) with
 -- our statistic of the matching metric (docs/METRICS.md definitions) from that run's client
 -- requests: successful requests only, linear-interpolated percentiles (quantile_cont, numpy's
--- default), population std. Rows of summary-only files whose per-request file was not ingested have a
--- null ours_ms. same_definition says whether the two figures are meant to agree.
+-- default), population std. Rows of summary-only files whose per-request file was not ingested
+-- have a null ours_ms. same_definition says whether the two figures are meant to agree.
 CREATE OR REPLACE VIEW crosswalk AS
 WITH native_map (tool, native_metric, our_metric, same_definition, native_definition) AS (
     VALUES

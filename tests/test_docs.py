@@ -38,6 +38,25 @@ def test_every_view_and_column_is_documented(tmp_path):
         assert all(view.columns.values()), view.name
 
 
+def test_duckdb_shows_every_view_and_column_doc(tmp_path):
+    """A notebook user reads the docs from DuckDB's own catalogue (views are created unbound,
+    traceq/db.py `_deferred`; their comments are there all the same)."""
+    con = traceq.open(Dataset(tmp_path / "empty.tq", create=True))
+    views = dict(con.sql("SELECT view_name, comment FROM duckdb_views()").fetchall())
+    columns = {
+        (t, c): doc
+        for t, c, doc in con.sql(
+            "SELECT table_name, column_name, comment FROM duckdb_columns()"
+        ).fetchall()
+    }
+    for view in docs.views():
+        assert views[view.name] == view.doc, view.name
+        for column, doc in view.columns.items():
+            assert columns[view.name, column] == doc, (view.name, column)
+    ts = next(c for c in schema.TABLES["tokens"] if c.name == "ts")
+    assert columns["tokens", "ts"].startswith(ts.doc)
+
+
 def test_every_schema_column_has_a_doc():
     for table, columns in schema.TABLES.items():
         for column in columns:

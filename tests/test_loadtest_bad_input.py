@@ -153,6 +153,30 @@ def test_other_families_json_is_not_claimed(tmp_path: Path) -> None:
         ingest([plain], tmp_path / "t.tq")
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "inference_perf_generated/console_stdout.log",  # `[transformers] …`, then its config
+        "inference_perf_generated/config.yaml",  # `api:\\n`: a length prefix and a 0x0a tag
+        "aiperf_generated/profile_export_console.txt",  # starts with a blank line
+    ],
+)
+def test_a_tools_console_and_config_beside_its_export_are_not_read(
+    name: str, tmp_path: Path
+) -> None:
+    """A results folder holds the tool's console output and config beside its exports: named,
+    each is an unrecognised format (not an export, or protobuf, with no rows); in a folder
+    each is listed as unrecognised."""
+    path = REAL / name
+    with pytest.raises(InputError, match="unrecognised format"):
+        ingest([path], tmp_path / "named.tq")
+    folder = tmp_path / "results"
+    folder.mkdir()
+    shutil.copy(path, folder / path.name)
+    (result,) = ingest([folder], tmp_path / "folder.tq")
+    assert (result.status, result.format, result.rows) == ("unrecognised", None, {})
+
+
 def test_empty_and_wrong_types_do_not_crash(tmp_path: Path) -> None:
     shutil.copy(LLMPERF, tmp_path / "a_individual_responses.json")
     odd = tmp_path / "b_individual_responses.json"

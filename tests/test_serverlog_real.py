@@ -88,6 +88,18 @@ def _events(con, kind: str) -> list[tuple]:
     )
 
 
+def test_a_log_that_starts_with_a_blank_line_is_a_log(tmp_path: Path) -> None:
+    """Captured stdout often starts with an empty line: 0x0a, the first byte of a bare OTLP
+    protobuf message. It is read as the vLLM log it is, every stats line kept."""
+    name = "vllm_v1_0.10.1.1_stats_10conc_1k_4k_A100_dennislee22_excerpt.log"
+    path = tmp_path / name
+    path.write_bytes(b"\n" + (VLLM / name).read_bytes())
+    con, entry = ingest_log(path, tmp_path, year=2025)
+    assert entry["format"] == "vllm-log"
+    assert rows(con, "SELECT count(*) FROM engine_stats") == [(STATS_LINES[name],)]
+    assert rows(con, "SELECT count(*) FROM quarantine") == [(0,)]
+
+
 def test_v0_2023_kv_near_full(tmp_path: Path) -> None:
     con, _ = ingest_log(VLLM / "vllm_v0_0.2.x_llm_engine_kv_near_full_single_req_hang.log",
                         tmp_path, year=2023)  # fmt: skip

@@ -15,6 +15,7 @@ ours: avg → mean, median → p50); the `crosswalk` view sets them next to our 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,9 @@ _READERS = {
 }
 # Keys of other families' JSON: never claim those files.
 _FOREIGN = (b'"resourceSpans"', b'"traceID"', b'"batches"')
+_JSON_START = re.compile(rb"\{|\[\s*(?:[\[\]{\"0-9-]|true\b|false\b|null\b|$)")
+"""The start of a JSON document: a tool's console log whose first line is `[transformers] …`
+or `[INFO] …` opens with a bracket too, and echoes its JSON's key names further on."""
 
 
 def sniff(source: Source) -> str | None:
@@ -54,7 +58,7 @@ def sniff(source: Source) -> str | None:
     head = source.head
     text = head.lstrip()
     name = source.path.name
-    if text[:1] not in (b"{", b"["):
+    if not _JSON_START.match(text):
         if aiperf.looks_like_csv(text, name):
             return "aiperf"
         if genai_perf.looks_like_csv(text, name):

@@ -87,3 +87,28 @@ def test_fifo_named_explicitly_says_what_it_is(tmp_path: Path) -> None:
     result = _cli("ingest", "/dev/stdin", "-o", tmp_path / "ds2")
     assert result.returncode == 2
     assert "no such file" not in result.stderr and "not a regular file" in result.stderr
+
+
+REAL = Path(__file__).parent / "data" / "real"
+SAMPLES = Path(__file__).parent.parent / "sample_traces" / "healthy"
+BOM_FILES = [
+    REAL / "gpu" / "nvidia-smi_dmon_s_pucvmet_jpg_ofa_doc_example.txt",  # was unrecognised
+    REAL / "gpu" / "dcgmi_dmon_h800_group_pcie_nvlink_llm-action.txt",
+    REAL / "gpu" / "dcgm_exporter_metrics_T4_loaded_ericsson_ccd.prom",
+    REAL / "sglang" / "sglang_2025-07_vlm_prefill_decode_TP0_timestamps.log",
+    SAMPLES / "nvidia-smi.csv",
+    SAMPLES / "traces.otlp.jsonl",
+]
+
+
+@pytest.mark.parametrize("path", BOM_FILES, ids=lambda p: p.name[:40])
+def test_a_byte_order_mark_in_front_is_skipped(path: Path, tmp_path: Path) -> None:
+    """Windows tools write a UTF-8 byte order mark in front of a log or CSV: the same rows as
+    the file without it, nothing quarantined."""
+    marked = tmp_path / path.name
+    marked.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    options = traceq.IngestOptions(year=2025, start=1_749_981_600_000_000_000)
+    (plain,) = traceq.ingest([path], tmp_path / "plain.tq", options=options)
+    (got,) = traceq.ingest([marked], tmp_path / "marked.tq", options=options)
+    assert (got.format, got.rows, got.quarantined) == (plain.format, plain.rows, 0)
+    assert plain.rows

@@ -100,6 +100,41 @@ def test_a_log_that_starts_with_a_blank_line_is_a_log(tmp_path: Path) -> None:
     assert rows(con, "SELECT count(*) FROM quarantine") == [(0,)]
 
 
+def _docker_t(i: int, line: bytes) -> bytes:  # `docker logs -t`, `kubectl logs --timestamps`
+    return b"2025-06-15T10:%02d:%02d.123456789Z " % (i // 60 % 60, i % 60) + line
+
+
+COLLECTORS = {
+    "docker logs -t": _docker_t,
+    "docker compose logs": lambda i, line: b"\x1b[36mvllm-1  |\x1b[0m " + line,
+    "docker compose logs -t": lambda i, line: b"vllm-1  | " + _docker_t(i, line),
+    "kubectl logs --prefix": lambda i, line: b"[pod/vllm-0/vllm] " + line,
+}
+
+
+@pytest.mark.parametrize("collector", COLLECTORS)
+def test_a_container_runtimes_line_prefix_is_removed(collector: str, tmp_path: Path) -> None:
+    """A log taken with `docker logs -t`, `docker compose logs` or `kubectl logs` carries the
+    runtime's prefix on every line: the same stats, events and requests as the server's own
+    log, at the server's own stamps."""
+    name = "vllm_v0_0.6.3post1_pp4_request_logging_received_added_finished_uvicorn_mapcoder.log"
+    lines = (VLLM / name).read_bytes().split(b"\n")
+    path = tmp_path / "prefixed.log"
+    prefix = COLLECTORS[collector]
+    path.write_bytes(b"\n".join(prefix(i, line) if line else line for i, line in enumerate(lines)))
+    plain, _ = ingest_log(VLLM / name, tmp_path / "plain", year=2024)
+    got, entry = ingest_log(path, tmp_path / "prefixed", year=2024)
+    assert entry["format"] == "vllm-log"
+    for sql in (
+        "SELECT * EXCLUDE (source_id, instance) FROM engine_stats ORDER BY ALL",
+        "SELECT ts, kind, value, message FROM events ORDER BY ALL",
+        "SELECT request_id, t_arrival, t_done, output_tokens FROM requests ORDER BY ALL",
+    ):
+        want = rows(plain, sql)
+        assert want and rows(got, sql) == want, sql
+    assert rows(got, "SELECT count(*) FROM quarantine") == [(0,)]
+
+
 def test_v0_2023_kv_near_full(tmp_path: Path) -> None:
     con, _ = ingest_log(VLLM / "vllm_v0_0.2.x_llm_engine_kv_near_full_single_req_hang.log",
                         tmp_path, year=2023)  # fmt: skip

@@ -18,6 +18,10 @@ from traceq.ingest.blocks import LineCap
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 HEAD_BYTES = 64 * 1024
+UTF8_BOM = b"\xef\xbb\xbf"
+"""Skipped at the start of the decompressed content: Windows tools (PowerShell's `Out-File`,
+Notepad) write it in front of a log or CSV, where it hid the first line or header from every
+text reader (an nvidia-smi dmon file was unrecognised). No binary input starts with it."""
 READ_BYTES = 16 * 1024
 
 
@@ -121,7 +125,7 @@ class Source:
         if self.compression is None:
             raw = self._open_raw()
             raw.cap = self.cap  # type: ignore[attr-defined]
-            return raw
+            return _past_bom(raw)
         guarded = _Guarded(self._open_raw())
         stream = io.BufferedReader(guarded, buffer_size=1 << 20)
         original_close = stream.close
@@ -133,7 +137,7 @@ class Source:
 
         stream.close = close  # type: ignore[method-assign]
         stream.cap = self.cap  # type: ignore[attr-defined]
-        return stream  # type: ignore[return-value]
+        return _past_bom(stream)  # type: ignore[arg-type]
 
     @cached_property
     def head(self) -> bytes:
@@ -148,4 +152,11 @@ class Source:
         if guarded.error and not head:
             msg = f"{self.path}: cannot decompress ({guarded.error})"
             raise InputError(msg)
-        return head
+        return head.removeprefix(UTF8_BOM)
+
+
+def _past_bom(stream: BinaryIO) -> BinaryIO:
+    """`stream` (buffered, with `peek`) past a leading `UTF8_BOM`."""
+    if stream.peek(len(UTF8_BOM))[: len(UTF8_BOM)] == UTF8_BOM:  # type: ignore[attr-defined]
+        stream.read(len(UTF8_BOM))
+    return stream

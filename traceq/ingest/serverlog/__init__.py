@@ -69,7 +69,7 @@ _SNIFF_SGLANG = re.compile(
 def sniff(source: Source) -> str | None:
     """`sglang-log` / `vllm-log` when the head has a line of that server's own format."""
     text = re.sub(p.ANSI, "", source.head.decode("utf-8", "replace"))
-    text = re.sub(p.SYSLOG, "", text, flags=re.MULTILINE)
+    text = re.sub(p.LINE_PREFIX, "", text, flags=re.MULTILINE)
     if _SNIFF_SGLANG.search(text):
         return "sglang-log"
     if _SNIFF_VLLM.search(text):

@@ -30,7 +30,7 @@ MAX_DEFER_LINES = 10_000  # open record carried to the next block at most this m
 # continuation lines, k ≤ this: a stats line (~300 characters) wrapped at 40+ columns takes
 # at most 8 lines; bounded so a record followed by pages of foreign output costs little.
 RETRY_MAX_PARTS = 8
-SYSLOG_PROBE_LINES = 64  # a block whose first lines carry a syslog prefix is stripped of it
+PREFIX_PROBE_LINES = 64  # a block whose first lines carry a collector's prefix is stripped of it
 # Record kinds that wrapped continuation lines can belong to.
 _JOINABLE = ("vllm", "sglang")
 
@@ -128,8 +128,9 @@ def classify(lines: pl.DataFrame) -> pl.DataFrame:
         ).row(0)
     if flags[0]:
         clean = clean.str.replace_all(p.ANSI, "")
-    if lines["text"].head(SYSLOG_PROBE_LINES).str.contains(p.SYSLOG).any():
-        clean = clean.str.replace(p.SYSLOG, "")
+    probe = lines.head(PREFIX_PROBE_LINES).select(clean.str.contains(p.LINE_PREFIX).any())
+    if probe.item():  # after the colours: `docker compose logs` colours its `vllm-1  | `
+        clean = clean.str.replace(p.LINE_PREFIX, "")
     if flags[1]:
         clean = clean.str.strip_chars_start("\r")
     if flags[2]:

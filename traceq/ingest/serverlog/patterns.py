@@ -31,13 +31,23 @@ VLLM_PREFIX = (
 VLLM_GLUED = r"(?P<junk>.*?)(?P<rest>(?:\([^()]*\) )*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) " + (
     r"\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)? \[?[\w./-]+:\d+\].*)$"
 )
-# A syslog / journald line prefix (`journalctl -o short` or `short-iso`, rsyslog files):
-# `Jun 15 10:00:05 host vllm[1671]: ` or `2025-06-15T10:00:05+0000 host vllm[1671]: `. Removed
-# before parsing, like colour codes; the server's own stamp after it is the record's time.
-SYSLOG = (
-    r"^(?:[A-Z][a-z]{2} [ 0-9][0-9] \d{2}:\d{2}:\d{2}"
-    r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?)"
-    r" \S+ [^\s:\[\]]+(?:\[\d+\])?: "
+# A prefix that a log collector puts in front of the server's own line, removed before
+# parsing like colour codes; the server's own stamp after it is the record's time:
+# - syslog / journald (`journalctl -o short` or `short-iso`, rsyslog files):
+#   `Jun 15 10:00:05 host vllm[1671]: `, `2025-06-15T10:00:05+0000 host vllm[1671]: `;
+# - container runtimes: `docker logs -t` and `kubectl logs --timestamps` (RFC 3339, ns, UTC:
+#   `2025-06-15T10:00:05.123456789Z `), `docker compose logs` (`vllm-1  | `, with `-t` that
+#   stamp after it) and `kubectl logs --prefix` (`[pod/vllm-0/vllm] `).
+_RFC3339 = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?"
+LINE_PREFIX = (
+    r"^(?:(?:[A-Z][a-z]{2} [ 0-9][0-9] \d{2}:\d{2}:\d{2}|"
+    + _RFC3339
+    + r"(?:Z|[+-]\d{2}:?\d{2})?) \S+ [^\s:\[\]]+(?:\[\d+\])?: "
+    + r"|(?:\[pod/[^\]\s]+\] |[\w.-]+ +\| )(?:"
+    + _RFC3339
+    + r"(?:Z|[+-]\d{2}:\d{2}) )?|"
+    + _RFC3339
+    + r"(?:Z|[+-]\d{2}:\d{2}) )"
 )
 # Ray appends this to lines it de-duplicated.
 RAY_REPEATED = r"\s*\[repeated \d+x across cluster\]\s*$"

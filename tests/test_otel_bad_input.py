@@ -257,3 +257,40 @@ def test_a_reader_crash_loses_only_that_file(tmp_path, monkeypatch):
     con = traceq.open(tmp_path / "ds")
     assert con.sql("SELECT count(*) FROM requests").fetchall() == [(5,)]
     assert con.sql("SELECT count(*) FROM quarantine").fetchall() == [(0,)]
+
+
+def test_framed_stream_whose_first_message_is_over_2_mib(tmp_path):
+    """A message's first field length takes four varint bytes from 2 MiB on: the stream is
+    still read as framed (its head shows the length cut short), every request kept."""
+    import struct
+
+    from tests.otel_factory import otlp_proto_bytes
+
+    tokens = [T0 + i * MS for i in range(40)]
+    specs = [
+        RequestSpec(f"r{i}", tokens=tokens, attributes={"k": "v" * 20_000}) for i in range(160)
+    ]
+    first = otlp_proto_bytes(make_spans(specs))
+    assert len(first) > 2 << 20
+    second = otlp_proto_bytes(make_spans([RequestSpec("last", tokens=[T0 + MS])]))
+    src = tmp_path / "big.binpb"
+    src.write_bytes(b"".join(struct.pack(">I", len(m)) + m for m in (first, second)))
+    (result,) = traceq.ingest([src], tmp_path / "ds")
+    assert (result.format, result.quarantined, result.rows["requests"]) == ("otlp-proto", 0, 161)
+
+
+def test_a_zip_is_not_protobuf(tmp_path):
+    """A zip of stored files (Info-ZIP's `zip -0`: version 1.0 needed) starts like a framed
+    message: `PK\\x03\\x04` a length, then 0x0a the first field's tag."""
+    import zipfile
+
+    from traceq.ingest import InputError
+
+    notes = tmp_path / "notes.zip"
+    with zipfile.ZipFile(notes, "w", compression=zipfile.ZIP_STORED) as z:
+        z.writestr("notes.md", "# what we saw\n")
+    data = bytearray(notes.read_bytes())
+    data[4:6] = b"\x0a\x00"
+    notes.write_bytes(bytes(data))
+    with pytest.raises(InputError, match="unrecognised format"):
+        traceq.ingest([notes], tmp_path / "ds")

@@ -85,7 +85,7 @@ def sniff(source: Source) -> str | None:
         if b'"traceID"' in head and b'"spans"' in head:
             return "jaeger-json"
         return None
-    bare = head[:1] == bytes([otlp_proto.RESOURCE_SPANS_TAG])
+    bare = otlp_proto.opens_a_message(head)
     if (otlp_proto.looks_framed(head) or bare) and not otlp_proto.is_text(head):
         return "otlp-proto"  # a text file that starts with a blank line is not one
     return None

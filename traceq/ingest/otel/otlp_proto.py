@@ -77,12 +77,31 @@ def is_text(head: bytes) -> bool:
     return _CONTROL.search(probe) is None
 
 
+def opens_a_message(data: bytes) -> bool:
+    """`data` starts with a non-empty `resource_spans` field: its tag, then a varint length of
+    at least 1. A zip of stored files starts `PK\\x03\\x04\\x0a\\x00`: a length prefix, the tag
+    and an empty field, which no exporter writes.
+
+    >>> opens_a_message(bytes.fromhex("0a9f02")), opens_a_message(bytes.fromhex("0a00"))
+    (True, False)
+    """
+    if data[:1] != bytes([RESOURCE_SPANS_TAG]):
+        return False
+    value, shift = 0, 0
+    for byte in data[1:11]:
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value > 0
+        shift += 7
+    return len(data) < 11  # a length cut off by the end of `data` is still a length
+
+
 def looks_framed(head: bytes) -> bool:
     """A length-prefixed stream: a plausible length followed by a message or zstd frame."""
     if len(head) < 5:
         return False
     (length,) = struct.unpack(">I", head[:4])
-    return 0 < length < (1 << 31) and (head[4] == RESOURCE_SPANS_TAG or head[4:8] == ZSTD_MAGIC)
+    return 0 < length < (1 << 31) and (opens_a_message(head[4:]) or head[4:8] == ZSTD_MAGIC)
 
 
 def _frames(stream: BinaryIO, quarantine: Quarantine) -> Iterator[tuple[int, bytes]]:
@@ -168,7 +187,7 @@ def iter_span_frames(
     token_event: str = TOKEN_EVENT,
 ) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]:
     """Span frames of a protobuf file, a block of messages at a time."""
-    head = stream.peek(8)[:8] if hasattr(stream, "peek") else b""
+    head = stream.peek(16)[:16] if hasattr(stream, "peek") else b""
     if looks_framed(head):
         frames: Iterator[tuple[int, bytes]] = _frames(stream, quarantine)
     else:

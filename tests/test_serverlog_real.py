@@ -109,14 +109,15 @@ COLLECTORS = {
     "docker compose logs": lambda i, line: b"\x1b[36mvllm-1  |\x1b[0m " + line,
     "docker compose logs -t": lambda i, line: b"vllm-1  | " + _docker_t(i, line),
     "kubectl logs --prefix": lambda i, line: b"[pod/vllm-0/vllm] " + line,
+    "a node's CRI log file": lambda i, line: _docker_t(i, b"stdout F " + line),
 }
 
 
 @pytest.mark.parametrize("collector", COLLECTORS)
 def test_a_container_runtimes_line_prefix_is_removed(collector: str, tmp_path: Path) -> None:
-    """A log taken with `docker logs -t`, `docker compose logs` or `kubectl logs` carries the
-    runtime's prefix on every line: the same stats, events and requests as the server's own
-    log, at the server's own stamps."""
+    """A log taken with `docker logs -t`, `docker compose logs`, `kubectl logs` or from a
+    node's /var/log/pods carries the runtime's prefix on every line: the same stats, events
+    and requests as the server's own log, at the server's own stamps."""
     name = "vllm_v0_0.6.3post1_pp4_request_logging_received_added_finished_uvicorn_mapcoder.log"
     lines = (VLLM / name).read_bytes().split(b"\n")
     path = tmp_path / "prefixed.log"

@@ -37,7 +37,8 @@ VLLM_GLUED = r"(?P<junk>.*?)(?P<rest>(?:\([^()]*\) )*(?:DEBUG|INFO|WARNING|ERROR
 #   `Jun 15 10:00:05 host vllm[1671]: `, `2025-06-15T10:00:05+0000 host vllm[1671]: `;
 # - container runtimes: `docker logs -t` and `kubectl logs --timestamps` (RFC 3339, ns, UTC:
 #   `2025-06-15T10:00:05.123456789Z `), `docker compose logs` (`vllm-1  | `, with `-t` that
-#   stamp after it) and `kubectl logs --prefix` (`[pod/vllm-0/vllm] `).
+#   stamp after it), `kubectl logs --prefix` (`[pod/vllm-0/vllm] `) and the CRI log files
+#   of a Kubernetes node (`/var/log/pods/…/0.log`: `2025-06-15T10:00:05.123456789Z stdout F `).
 _RFC3339 = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?"
 LINE_PREFIX = (
     r"^(?:(?:[A-Z][a-z]{2} [ 0-9][0-9] \d{2}:\d{2}:\d{2}|"
@@ -47,7 +48,7 @@ LINE_PREFIX = (
     + _RFC3339
     + r"(?:Z|[+-]\d{2}:\d{2}) )?|"
     + _RFC3339
-    + r"(?:Z|[+-]\d{2}:\d{2}) )"
+    + r"(?:Z|[+-]\d{2}:\d{2}) (?:(?:stdout|stderr) [FP] )?)"
 )
 # Ray appends this to lines it de-duplicated.
 RAY_REPEATED = r"\s*\[repeated \d+x across cluster\]\s*$"

@@ -3,6 +3,7 @@ ingests, with the exact number of stats rows and values read from named lines.""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -110,14 +111,17 @@ COLLECTORS = {
     "docker compose logs -t": lambda i, line: b"vllm-1  | " + _docker_t(i, line),
     "kubectl logs --prefix": lambda i, line: b"[pod/vllm-0/vllm] " + line,
     "a node's CRI log file": lambda i, line: _docker_t(i, b"stdout F " + line),
+    "Docker's json-file log": lambda i, line: json.dumps(
+        {"log": line.decode() + "\n", "stream": "stdout", "time": "2024-11-11T15:09:07Z"}
+    ).encode(),
 }
 
 
 @pytest.mark.parametrize("collector", COLLECTORS)
 def test_a_container_runtimes_line_prefix_is_removed(collector: str, tmp_path: Path) -> None:
-    """A log taken with `docker logs -t`, `docker compose logs`, `kubectl logs` or from a
-    node's /var/log/pods carries the runtime's prefix on every line: the same stats, events
-    and requests as the server's own log, at the server's own stamps."""
+    """A log taken with `docker logs -t`, `docker compose logs`, `kubectl logs`, from a
+    node's /var/log/pods or Docker's own files wraps every line of the server's: the same
+    stats, events and requests as the server's own log, at the server's own stamps."""
     name = "vllm_v0_0.6.3post1_pp4_request_logging_received_added_finished_uvicorn_mapcoder.log"
     lines = (VLLM / name).read_bytes().split(b"\n")
     path = tmp_path / "prefixed.log"

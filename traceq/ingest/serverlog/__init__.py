@@ -68,7 +68,11 @@ _SNIFF_SGLANG = re.compile(
 
 def sniff(source: Source) -> str | None:
     """`sglang-log` / `vllm-log` when the head has a line of that server's own format."""
-    text = re.sub(p.ANSI, "", source.head.decode("utf-8", "replace"))
+    head = source.head.decode("utf-8", "replace")
+    if head.startswith(ln.DOCKER_JSON):
+        lines = pl.Series(head.split("\n")[:-1], dtype=pl.String)  # the last may be cut
+        head = "\n".join(pl.select(ln.docker_json_text(pl.lit(lines))).to_series().to_list())
+    text = re.sub(p.ANSI, "", head)
     text = re.sub(p.LINE_PREFIX, "", text, flags=re.MULTILINE)
     if _SNIFF_SGLANG.search(text):
         return "sglang-log"

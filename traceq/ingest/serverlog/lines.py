@@ -31,6 +31,9 @@ MAX_DEFER_LINES = 10_000  # open record carried to the next block at most this m
 # at most 8 lines; bounded so a record followed by pages of foreign output costs little.
 RETRY_MAX_PARTS = 8
 PREFIX_PROBE_LINES = 64  # a block whose first lines carry a collector's prefix is stripped of it
+DOCKER_JSON = '{"log":'
+"""How a line of Docker's json-file log starts (`/var/lib/docker/containers/<id>/<id>-json.log`:
+`{"log":"INFO 06-15 …\\n","stream":"stdout","time":"…"}`); its `log` is the server's line."""
 # Record kinds that wrapped continuation lines can belong to.
 _JOINABLE = ("vllm", "sglang")
 
@@ -116,6 +119,8 @@ _OTHER_KINDS = (
 def classify(lines: pl.DataFrame) -> pl.DataFrame:
     """Add `kind`, the prefix fields, `process` and `msg` to each line; glued records are
     cut out."""
+    if lines["text"].head(PREFIX_PROBE_LINES).str.starts_with(DOCKER_JSON).any():
+        lines = lines.with_columns(text=docker_json_text(pl.col("text")))
     clean = pl.col("text")
     # Each clean-up only when the block needs it (most logs have no ANSI, CR or Ray lines):
     # one pass tells whether any is needed, a pass per clean-up then tells which.
@@ -312,3 +317,10 @@ def split_open_tail(df: pl.DataFrame, final: bool) -> tuple[pl.DataFrame, pl.Dat
     if starts is None or df.height - starts > MAX_DEFER_LINES:
         return df, df.clear()
     return df.head(starts), df.slice(starts)
+
+
+def docker_json_text(text: pl.Expr) -> pl.Expr:
+    """The server's own line of a Docker json-file line (its `log`, less the newline Docker
+    keeps); any other line as it is."""
+    log = text.str.json_path_match("$.log").str.strip_suffix("\n")
+    return pl.when(text.str.starts_with(DOCKER_JSON)).then(log.fill_null(text)).otherwise(text)

@@ -4,6 +4,7 @@ ingests, with the exact number of stats rows and values read from named lines.""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -102,7 +103,7 @@ def test_a_log_that_starts_with_a_blank_line_is_a_log(tmp_path: Path) -> None:
 
 
 def _docker_t(i: int, line: bytes) -> bytes:  # `docker logs -t`, `kubectl logs --timestamps`
-    return b"2025-06-15T10:%02d:%02d.123456789Z " % (i // 60 % 60, i % 60) + line
+    return b"2024-11-11T15:%02d:%02d.123456789Z " % (i // 60 % 60, i % 60) + line
 
 
 COLLECTORS = {
@@ -112,7 +113,8 @@ COLLECTORS = {
     "kubectl logs --prefix": lambda i, line: b"[pod/vllm-0/vllm] " + line,
     "a node's CRI log file": lambda i, line: _docker_t(i, b"stdout F " + line),
     "Docker's json-file log": lambda i, line: json.dumps(
-        {"log": line.decode() + "\n", "stream": "stdout", "time": "2024-11-11T15:09:07Z"}
+        {"log": line.decode() + "\n", "stream": "stdout", "time": "2024-11-11T15:09:07Z"},
+        separators=(",", ":"),
     ).encode(),
 }
 
@@ -138,6 +140,27 @@ def test_a_container_runtimes_line_prefix_is_removed(collector: str, tmp_path: P
         want = rows(plain, sql)
         assert want and rows(got, sql) == want, sql
     assert rows(got, "SELECT count(*) FROM quarantine") == [(0,)]
+
+
+@pytest.mark.parametrize(
+    "collector", ["docker logs -t", "a node's CRI log file", "Docker's json-file log"]
+)
+def test_the_runtimes_stamps_give_the_year(collector: str, tmp_path: Path) -> None:
+    """vLLM prints no year; the runtime's UTC stamps on the same lines do. Without `--year`
+    they set it, whatever the file's mtime (here 2030), with no warning."""
+    name = "vllm_v0_0.6.3post1_pp4_request_logging_received_added_finished_uvicorn_mapcoder.log"
+    lines = (VLLM / name).read_bytes().split(b"\n")
+    path = tmp_path / "prefixed.log"
+    prefix = COLLECTORS[collector]
+    path.write_bytes(b"\n".join(prefix(i, line) if line else line for i, line in enumerate(lines)))
+    os.utime(path, (1_893_456_000, 1_893_456_000))
+    plain, _ = ingest_log(VLLM / name, tmp_path / "plain", year=2024)
+    got, entry = ingest_log(path, tmp_path / "prefixed")
+    assert entry["assumptions"]["year"] == 2024, entry["assumptions"]
+    assert "container runtime" in entry["assumptions"]["year_from"]
+    assert not entry.get("warnings")
+    sql = "SELECT ts, running, waiting, kv_usage FROM engine_stats ORDER BY ALL"
+    assert rows(got, sql) == rows(plain, sql)
 
 
 def test_v0_2023_kv_near_full(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from traceq.ingest.serverlog import events as ev
 from traceq.ingest.serverlog import lines as ln
 from traceq.ingest.serverlog import patterns as p
 from traceq.ingest.serverlog.categories import categorise, line_starts
-from traceq.ingest.serverlog.clock import Clock, stamp_range
+from traceq.ingest.serverlog.clock import Clock, collector_range, stamp_range
 from traceq.ingest.serverlog.stats import quarantine_rows, sglang_stats, vllm_stats
 from traceq.ingest.source import Source
 from traceq.sql import load
@@ -60,6 +60,7 @@ _STORED = {
 # Frames for the second pass, kept as scratch tables (never committed).
 _SCRATCH = {"lifecycle": "log_lifecycle", "model": "log_model"}
 _MODEL_SCHEMA = pl.Schema({"ts": pl.Int64, "model": pl.String})
+COLLECTOR_YEAR = "the container runtime's UTC stamps on the same lines"
 _SNIFF_VLLM = re.compile(p.VLLM_LINE, re.MULTILINE)  # Unicode classes: Python `re`
 _SNIFF_SGLANG = re.compile(
     r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}[^\]]*\] (?:Prefill|Decode) batch", re.MULTILINE
@@ -136,11 +137,16 @@ def ingest(
 
 
 def _clock(source: Source, options: IngestOptions) -> Clock:
-    """`--year`, else the year matched to the dataset's other sources, else the mtime's."""
+    """`--year`, else the year matched to a container runtime's UTC stamps on the same lines,
+    else to the dataset's other sources, else the mtime's."""
     mtime = source.path.stat().st_mtime
     if options.year is not None:
         return Clock(tz=options.tz, year=options.year, mtime=mtime)
     stamps = stamp_range(source)
+    runtime = collector_range(source) if stamps else None
+    found = stamps and runtime and infer_year(stamps[0], stamps[1], options.tz, [runtime])
+    if found:
+        return Clock(tz=options.tz, year=found[0], mtime=mtime, year_from=COLLECTOR_YEAR)
     found = stamps and infer_year(stamps[0], stamps[1], options.tz, options.references)
     if found:
         return Clock(tz=options.tz, year=found[0], mtime=mtime, year_from=found[1])

@@ -1,7 +1,9 @@
 """Log timestamps → ns since the Unix epoch (UTC).
 
 vLLM prints `MM-DD HH:MM:SS` in the container's local time: no year, no zone. The year is
-`--year`, else the year that puts the stamps beside the dataset's other sources
+`--year`, else the year that puts the stamps beside the UTC stamps a container runtime put in
+front of the same lines (`docker logs -t`, `kubectl logs --timestamps`, a node's CRI files,
+Docker's json-file `time`), else beside the dataset's other sources
 (`traceq/ingest/clocks.py`), else the file's mtime year (moved back one when the first
 stamp's month is later than the mtime's month: the log began the year before), with a
 warning; it rolls over at each Dec → Jan wrap;
@@ -102,3 +104,30 @@ def stamp_range(source: Source) -> tuple[str, str | None] | None:
             tail = _ANSI.sub(b"", fh.read())
     stamps = _STAMP.findall(tail)
     return first.group(1).decode(), stamps[-1].decode() if stamps else None
+
+
+# A container runtime's UTC stamp in front of a line (patterns.LINE_PREFIX), or the `time` of
+# a Docker json-file line: to the second, in UTC (`Z`).
+_COLLECTOR_STAMP = re.compile(
+    rb"(?m)(?:^(?:[\w.-]+ +\| |\[pod/[^\]\s]+\] )?|\"time\": ?\")"
+    rb"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.\d+)?Z"
+)
+
+
+def collector_range(source: Source) -> tuple[int, int] | None:
+    """ns of the first and last UTC stamps a container runtime wrote in front of the log's
+    lines, from its head and (uncompressed files) its tail; None without any."""
+    found = _COLLECTOR_STAMP.findall(source.head)
+    if not found:
+        return None
+    tail = found
+    if source.compression is None and source.size > HEAD_BYTES:
+        with open(source.path, "rb") as fh:
+            fh.seek(source.size - HEAD_BYTES)
+            tail = _COLLECTOR_STAMP.findall(fh.read()) or found
+
+    def ns(stamp: bytes) -> int:
+        when = dt.datetime.fromisoformat(stamp.decode()).replace(tzinfo=dt.UTC)
+        return int(when.timestamp()) * 10**9
+
+    return ns(found[0]), ns(tail[-1])

@@ -320,7 +320,7 @@ def split_open_tail(df: pl.DataFrame, final: bool) -> tuple[pl.DataFrame, pl.Dat
 
 
 def docker_json_text(text: pl.Expr) -> pl.Expr:
-    """The server's own line of a Docker json-file line (its `log`, less the newline Docker
+    """The server's own line of a Docker json-file line (its `log`, less the line end Docker
     keeps); any other line as it is."""
-    log = text.str.json_path_match("$.log").str.strip_suffix("\n")
+    log = text.str.json_path_match("$.log").str.strip_suffix("\n").str.strip_suffix("\r")
     return pl.when(text.str.starts_with(DOCKER_JSON)).then(log.fill_null(text)).otherwise(text)

@@ -26,7 +26,7 @@ from traceq.ingest.serverlog import events as ev
 from traceq.ingest.serverlog import lines as ln
 from traceq.ingest.serverlog import patterns as p
 from traceq.ingest.serverlog.categories import categorise, line_starts
-from traceq.ingest.serverlog.clock import Clock, collector_range, stamp_range
+from traceq.ingest.serverlog.clock import Clock, collector_range, head_and_tail, stamp_range
 from traceq.ingest.serverlog.stats import quarantine_rows, sglang_stats, vllm_stats
 from traceq.ingest.source import Source
 from traceq.sql import load
@@ -142,10 +142,10 @@ def _clock(source: Source, options: IngestOptions) -> Clock:
     mtime = source.path.stat().st_mtime
     if options.year is not None:
         return Clock(tz=options.tz, year=options.year, mtime=mtime)
-    stamps = stamp_range(source)
-    runtime = collector_range(source) if stamps else None
-    found = stamps and runtime and infer_year(stamps[0], stamps[1], options.tz, [runtime])
-    if found:
+    head, tail = head_and_tail(source)
+    stamps = stamp_range(head, tail)
+    runtime = collector_range(head, tail)
+    if stamps and runtime and (found := infer_year(*stamps, options.tz, [runtime])):
         return Clock(tz=options.tz, year=found[0], mtime=mtime, year_from=COLLECTOR_YEAR)
     found = stamps and infer_year(stamps[0], stamps[1], options.tz, options.references)
     if found:

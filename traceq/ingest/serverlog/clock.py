@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from traceq.ingest.serverlog import patterns as p
 from traceq.ingest.source import HEAD_BYTES, Source
 
 # A month that falls by more than this from one stamp to the next is a year wrap (Dec → Jan);
@@ -90,18 +91,22 @@ _STAMP = re.compile(rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d{2}-\d{2} \d{2}:
 _ANSI = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
 
 
-def stamp_range(source: Source) -> tuple[str, str | None] | None:
-    """The first and last `MM-DD HH:MM:SS` stamps of a vLLM log, read from its head and
-    (uncompressed files) its tail: the log's time span without reading it all."""
+def head_and_tail(source: Source) -> tuple[bytes, bytes]:
+    """The log's first and (uncompressed files) last `HEAD_BYTES`, colour codes removed: its
+    time span without reading it all. The tail is the head for a short or compressed file."""
     head = _ANSI.sub(b"", source.head)
-    first = _STAMP.search(head)
-    if first is None:
-        return None
-    tail = head
     if source.compression is None and source.size > HEAD_BYTES:
         with open(source.path, "rb") as fh:
             fh.seek(source.size - HEAD_BYTES)
-            tail = _ANSI.sub(b"", fh.read())
+            return head, _ANSI.sub(b"", fh.read())
+    return head, head
+
+
+def stamp_range(head: bytes, tail: bytes) -> tuple[str, str | None] | None:
+    """The first and last `MM-DD HH:MM:SS` stamps of a vLLM log (`head_and_tail`)."""
+    first = _STAMP.search(head)
+    if first is None:
+        return None
     stamps = _STAMP.findall(tail)
     return first.group(1).decode(), stamps[-1].decode() if stamps else None
 
@@ -109,25 +114,21 @@ def stamp_range(source: Source) -> tuple[str, str | None] | None:
 # A container runtime's UTC stamp in front of a line (patterns.LINE_PREFIX), or the `time` of
 # a Docker json-file line: to the second, in UTC (`Z`).
 _COLLECTOR_STAMP = re.compile(
-    rb"(?m)(?:^(?:[\w.-]+ +\| |\[pod/[^\]\s]+\] )?|\"time\": ?\")"
-    rb"(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.\d+)?Z"
+    rf"(?m)(?:^{p.RUNTIME_NAME}?|\"time\": ?\")(\d{{4}}-\d{{2}}-\d{{2}}T\d{{2}}:\d{{2}}:\d{{2}})"
+    r"(?:\.\d+)?Z".encode()
 )
 
 
-def collector_range(source: Source) -> tuple[int, int] | None:
+def collector_range(head: bytes, tail: bytes) -> tuple[int, int] | None:
     """ns of the first and last UTC stamps a container runtime wrote in front of the log's
-    lines, from its head and (uncompressed files) its tail; None without any."""
-    found = _COLLECTOR_STAMP.findall(source.head)
+    lines (`head_and_tail`); None without any."""
+    found = _COLLECTOR_STAMP.findall(head)
     if not found:
         return None
-    tail = found
-    if source.compression is None and source.size > HEAD_BYTES:
-        with open(source.path, "rb") as fh:
-            fh.seek(source.size - HEAD_BYTES)
-            tail = _COLLECTOR_STAMP.findall(fh.read()) or found
+    last = _COLLECTOR_STAMP.findall(tail) or found
 
     def ns(stamp: bytes) -> int:
         when = dt.datetime.fromisoformat(stamp.decode()).replace(tzinfo=dt.UTC)
         return int(when.timestamp()) * 10**9
 
-    return ns(found[0]), ns(tail[-1])
+    return ns(found[0]), ns(last[-1])

@@ -40,15 +40,16 @@ VLLM_GLUED = r"(?P<junk>.*?)(?P<rest>(?:\([^()]*\) )*(?:DEBUG|INFO|WARNING|ERROR
 #   stamp after it), `kubectl logs --prefix` (`[pod/vllm-0/vllm] `) and the CRI log files
 #   of a Kubernetes node (`/var/log/pods/…/0.log`: `2025-06-15T10:00:05.123456789Z stdout F `).
 _RFC3339 = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?"
+RUNTIME_NAME = r"(?:\[pod/[^\]\s]+\] |[\w.-]+ +\| )"
+"""`kubectl logs --prefix`'s `[pod/…] ` or `docker compose logs`' `vllm-1  | `."""
+RUNTIME_STAMP = _RFC3339 + r"(?:Z|[+-]\d{2}:\d{2})"
+"""The RFC 3339 stamp `docker logs -t`, `kubectl logs --timestamps` and CRI files write."""
 LINE_PREFIX = (
     r"^(?:(?:[A-Z][a-z]{2} [ 0-9][0-9] \d{2}:\d{2}:\d{2}|"
     + _RFC3339
     + r"(?:Z|[+-]\d{2}:?\d{2})?) \S+ [^\s:\[\]]+(?:\[\d+\])?: "
-    + r"|(?:\[pod/[^\]\s]+\] |[\w.-]+ +\| )(?:"
-    + _RFC3339
-    + r"(?:Z|[+-]\d{2}:\d{2}) )?|"
-    + _RFC3339
-    + r"(?:Z|[+-]\d{2}:\d{2}) (?:(?:stdout|stderr) [FP] )?)"
+    + rf"|{RUNTIME_NAME}(?:{RUNTIME_STAMP} )?"
+    + rf"|{RUNTIME_STAMP} (?:(?:stdout|stderr) [FP] )?)"
 )
 # Ray appends this to lines it de-duplicated.
 RAY_REPEATED = r"\s*\[repeated \d+x across cluster\]\s*$"

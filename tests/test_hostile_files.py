@@ -89,6 +89,39 @@ def test_fifo_named_explicitly_says_what_it_is(tmp_path: Path) -> None:
     assert "no such file" not in result.stderr and "not a regular file" in result.stderr
 
 
+def test_folder_a_link_leads_out_of_is_listed_and_the_rest_lands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link in the folder into a place this user may not enter (stat fails with EACCES, as
+    for another user's /proc/PID/cwd) is a skipped entry that says so, not a traceback."""
+    folder = _incident(tmp_path)
+    denied = folder / "other-users-cwd"
+    denied.symlink_to(tmp_path / "elsewhere")
+    real_stat = Path.stat
+
+    def stat(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if path == denied:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "stat", stat)
+    results = {r.path.name: (r.status, r.detail) for r in traceq.ingest([folder], tmp_path / "ds")}
+    assert results["other-users-cwd"] == ("skipped", "not readable (Permission denied)")
+    assert results["a.jsonl"][0] == results["locked.jsonl"][0] == "ingested"
+    with pytest.raises(InputError, match=r"other-users-cwd: not readable \(Permission denied\)$"):
+        traceq.ingest([denied], tmp_path / "ds2")
+
+
+def test_one_path_given_as_text_is_that_path(tmp_path: Path) -> None:
+    """`traceq.ingest("trace.jsonl", ...)`: one file, not one path per character of its name
+    (`/` among them: the whole file system)."""
+    folder = _incident(tmp_path)
+    results = traceq.ingest(str(folder / "a.jsonl"), tmp_path / "ds")
+    assert [(r.path.name, r.status) for r in results] == [("a.jsonl", "ingested")]
+    results = traceq.ingest(folder, tmp_path / "ds2")
+    assert sorted(r.path.name for r in results) == ["a.jsonl", "locked.jsonl"]
+
+
 REAL = Path(__file__).parent / "data" / "real"
 SAMPLES = Path(__file__).parent.parent / "sample_traces" / "healthy"
 BOM_FILES = [

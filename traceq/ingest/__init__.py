@@ -82,39 +82,55 @@ class IngestResult:
 
 
 def _expand(
-    paths: Iterable[str | os.PathLike[str]],
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
 ) -> tuple[list[tuple[Path, bool]], list[IngestResult]]:
     """(file, named explicitly) pairs, and the entries of directories that are no regular
     file (FIFOs, sockets, devices, broken links) as skipped results. Directories recurse,
     hidden entries are left out."""
     out: list[tuple[Path, bool]] = []
     skipped: list[IngestResult] = []
+    if isinstance(paths, str | os.PathLike):
+        paths = [paths]  # one path, not the characters of its name
     for p in map(Path, paths):
-        if p.is_dir():
+        named = _mode(p)
+        if named is not None and stat.S_ISDIR(named):
             for f in sorted(p.rglob("*")):
-                if any(part.startswith(".") for part in f.relative_to(p).parts) or f.is_dir():
+                if any(part.startswith(".") for part in f.relative_to(p).parts):
                     continue
-                if f.is_file():
+                mode = _mode(f)
+                if mode is not None and stat.S_ISDIR(mode):
+                    continue
+                if mode is not None and stat.S_ISREG(mode):
                     out.append((f, False))
                 else:
                     skipped.append(IngestResult(f, "", None, "skipped", detail=_kind(f)))
-        elif p.is_file():
+        elif named is not None and stat.S_ISREG(named):
             out.append((p, True))
-        elif p.exists() or p.is_symlink():
+        elif named is None:
+            raise InputError(f"{p}: {_kind(p)}")
+        else:
             msg = f"{p}: {_kind(p)}, not a regular file (save the stream to a file and ingest that)"
             raise InputError(msg)
-        else:
-            msg = f"{p}: no such file or directory"
-            raise InputError(msg)
     return out, skipped
+
+
+def _mode(path: Path) -> int | None:
+    """The mode of what `path` leads to, or None where that cannot be read (a broken link, a
+    link into a folder this user may not enter)."""
+    try:
+        return path.stat().st_mode
+    except OSError:
+        return None
 
 
 def _kind(path: Path) -> str:
     """What a path that is no regular file is, in words."""
     try:
         mode = path.stat().st_mode
-    except OSError:
-        return "a broken symbolic link" if path.is_symlink() else "not readable"
+    except (FileNotFoundError, NotADirectoryError):
+        return "a broken symbolic link" if os.path.islink(path) else "no such file or directory"
+    except OSError as err:
+        return f"not readable ({err.strerror or type(err).__name__})"
     kinds = {
         stat.S_ISFIFO: "a FIFO (named pipe)",
         stat.S_ISSOCK: "a socket",
@@ -152,7 +168,7 @@ def _detect(source: Source, fmt: str) -> tuple[Family | None, str | None]:
 
 
 def ingest(
-    paths: Iterable[str | os.PathLike[str]],
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     dataset: str | os.PathLike[str],
     *,
     fmt: str = "auto",
@@ -160,7 +176,8 @@ def ingest(
     progress: Callable[[int], None] | None = None,
     replace: bool = False,
 ) -> list[IngestResult]:
-    """Ingest files and directories into the dataset at `dataset` (created if missing).
+    """Ingest files and directories (`paths`: one, or several) into the dataset at `dataset`
+    (created if missing).
 
     Named files must be readable, non-empty and (with `fmt="auto"`) of a known format, else
     `InputError`. Files found inside directories that no ingester recognises, or that are

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import subprocess
 import sys
 
@@ -131,6 +132,11 @@ def test_demo_runs_on_the_bundled_sample_traces(demo_run):
     assert "per scenario" in result.stdout and "| healthy " in result.stdout
     ingested = [line for line in result.stdout.splitlines() if "otlp-json:" in line]
     assert len(ingested) >= 12 and all(line.endswith("; 0 quarantined") for line in ingested)
+    table = result.stdout.split("per scenario", 1)[1].split("findings per scenario", 1)[0]
+    # figures a person reads: no 15639.600 (ms) or 0.799 (share) in the table
+    assert not re.search(r"\d{4}|\b0\.\d{3}\b", table), table
+    kv_row = next(line for line in table.splitlines() if line.startswith("| kv-pressure "))
+    assert re.search(r"\| \d+ s +\|", kv_row) and " %" in kv_row, kv_row
     findings = result.stdout.split("findings per scenario", 1)[1]
     assert any(line.startswith("| kv-pressure") and line.count("kv-pressure") >= 3
                for line in findings.splitlines())  # fmt: skip

@@ -13,6 +13,7 @@ import polars as pl
 from traceq.dataset import Dataset
 from traceq.ingest import IngestOptions, InputError, ingest
 from traceq.playbooks import diagnose, load_catalog
+from traceq.playbooks.words import count, duration_ms
 from traceq.render import render_frame
 from traceq.session import Session
 from traceq.sql import load
@@ -74,11 +75,57 @@ def run_demo(root: Path, out: Path, echo: Callable[[str], None]) -> pl.DataFrame
             }
         )
     frame = pl.DataFrame(rows)
-    echo(f"\ndatasets: {out}\n\nper scenario (ms; shares of e2e)")
-    echo(render_frame(frame, "table").rstrip("\n"))
+    echo(f"\ndatasets: {out}\n\nper scenario (quantiles over requests; shares of all e2e time)")
+    echo(render_frame(human(frame), "table").rstrip("\n"))
     echo("\nfindings per scenario (traceq diagnose; worst first) beside the labels")
     echo(render_frame(pl.DataFrame(found), "table").rstrip("\n"))
     first = scenario_dirs(root)[0].name if rows else "healthy"
     echo(f'\nnext: traceq sql {out / (first + ".tq")} "SELECT * FROM kpi_latency"')
     echo(f"      traceq diagnose {out / 'kv-pressure.tq'}")
     return frame
+
+
+_HEADINGS = {
+    "ttft_p50": "TTFT p50",
+    "ttft_p99": "TTFT p99",
+    "tpot_p50": "TPOT p50",
+    "tbt_p99": "TBT p99",
+    "e2e_p50": "e2e p50",
+    "e2e_p99": "e2e p99",
+    "tokenize_share": "tokenize",
+    "queue_share": "queue",
+    "prefill_share": "prefill",
+}
+
+
+def human(frame: pl.DataFrame) -> pl.DataFrame:
+    """The demo's summary as a person reads it: counts with separators, durations in the unit
+    they read in (`duration_ms`), shares of e2e time in percent; a missing figure is `-`.
+
+    >>> human(pl.DataFrame({"requests": [1234], "ttft_p99": [15639.6], "queue_share": [0.799]}))
+    shape: (1, 3)
+    ┌──────────┬──────────┬────────┐
+    │ requests ┆ TTFT p99 ┆ queue  │
+    │ ---      ┆ ---      ┆ ---    │
+    │ str      ┆ str      ┆ str    │
+    ╞══════════╪══════════╪════════╡
+    │ 1,234    ┆ 16 s     ┆ 79.9 % │
+    └──────────┴──────────┴────────┘
+    """
+
+    def text(column: str, value: object) -> object:
+        if value is None or not isinstance(value, int | float):
+            return "-" if value is None else value
+        if column.endswith("_share"):
+            return f"{value * 100:.1f} %"
+        if column in _HEADINGS:
+            return duration_ms(value)
+        return count(value)
+
+    return pl.DataFrame(
+        [
+            {_HEADINGS.get(c, c): text(c, v) for c, v in row.items()}
+            for row in frame.iter_rows(named=True)
+        ],
+        schema=[_HEADINGS.get(c, c) for c in frame.columns],
+    )

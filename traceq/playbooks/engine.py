@@ -39,7 +39,7 @@ from traceq.playbooks.executor import Executor
 from traceq.playbooks.model import CauseSpec, Playbook, Requirement
 from traceq.playbooks.rollups import materialise_rollups
 from traceq.playbooks.steps import run_query
-from traceq.playbooks.story import iso
+from traceq.playbooks.story import clock, iso
 from traceq.playbooks.values import bind, plain_row, plain_rows
 from traceq.playbooks.windows import merge_windows
 from traceq.playbooks.words import fmt
@@ -172,7 +172,10 @@ def _run(
     f.status = "fail"
     others = len(incidents) - 1
     more = f" (+{others} more window{'s' if others > 1 else ''})" if others else ""
-    f.message = fmt(pb.message, {**params, **figures}) + more
+    # the sentence gives the window's start as the incident's headline does (story.py
+    # `clock`); the JSON's windows keep ISO 8601 in `start_at`
+    words = {"start_at": clock(figures["start"]), "end_at": clock(figures["end"])}
+    f.message = fmt(pb.message, {**params, **figures, **words}) + more
     f.causes = rank_causes([check_cause(session, c, at) for c in pb.causes])
     confirmed_fixes = [x for c in f.causes for x in c.fixes]
     f.fixes = list(dict.fromkeys(confirmed_fixes + list(pb.fixes)))

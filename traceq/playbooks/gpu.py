@@ -92,6 +92,16 @@ class Measured:
         return max(1.0, here / ref)
 
 
+def _scaled(name: str, value: float, factor: float) -> str:
+    """A time floor the GPU scaled, and by how much when it did.
+
+    >>> _scaled("stall_ms", 250, 1.0), _scaled("stall_ms", 575, 2.3)
+    ('stall_ms 250 ms', 'stall_ms 575 ms, 2.3× the floor for an 8B model on an H100')
+    """
+    text = f"{name} {value:,.0f} ms"
+    return text if factor == 1 else f"{text}, {factor:.1f}× the floor for an 8B model on an H100"
+
+
 def _step_s(weights_gib: float, tokens: float, tflops: float, gb_per_s: float) -> float:
     """Seconds of one step that prefills `tokens` and reads the weights once, at peak."""
     weights = weights_gib * 2**30
@@ -168,7 +178,7 @@ def note(use: dict[str, Any], playbook: str) -> str:
     """
     labels = {n: _LABELS.get(n, "{:g} " + n).format(v) for n, v in use["figures"].items()}
     parts = list(labels.values())
-    parts += [f"{n} {s['value']:,.0f} ms (× {s['factor']:.1f})" for n, s in use["scaled"].items()]
+    parts += [_scaled(n, s["value"], s["factor"]) for n, s in use["scaled"].items()]
     tp = use.get("tensor_parallel")
     parts += [f"TP {tp:g}"] if tp and tp > 1 else []
     if use["source"] == "measured":

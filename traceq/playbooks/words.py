@@ -5,7 +5,9 @@ A template is `str.format` text with three extra format specs and optional claus
 
 - `{x:ms}` reads `x` as milliseconds, `{x:s}` as seconds, `{x:ns}` as nanoseconds, and prints
   a human duration (`duration_ms`): ms below 1 s, s below 2 min, then min, then h;
-- `{x:n}` prints a count with thousands separators (an int with no spec does too);
+- `{x:n}` prints a count with thousands separators (an int with no spec does too), and
+  `{x:n request}` the count with its noun, plural unless the count is 1 (`1 request`,
+  `2 requests`);
 - `[ ... ]` is a clause: it is left out, brackets and all, when any figure in it is missing
   (None). A missing figure outside any clause drops the comma-, semicolon- or
   parenthesis-delimited part of the sentence it stands in, so no "n/a" is ever printed.
@@ -14,6 +16,8 @@ A template is `str.format` text with three extra format specs and optional claus
 'p99 TTFT 4.8 h; 12,345 requests'
 >>> fmt("{share:.0%} queued (median {q:ms}, outside {o:ms})", {"share": 0.57, "q": 429.2})
 '57% queued (median 429 ms)'
+>>> fmt("{a:n request} timed out, {b:n request} failed", {"a": 1, "b": 1200})
+'1 request timed out, 1,200 requests failed'
 """
 
 from __future__ import annotations
@@ -86,6 +90,9 @@ class _Formatter(string.Formatter):
                 return duration_ms(float(value) * _UNITS[spec])
             except (TypeError, ValueError):
                 return str(value)
+        if spec.startswith("n ") and isinstance(value, int | float):
+            noun = spec[2:].strip()
+            return f"{count(value)} {noun}{'' if value == 1 else 's'}"
         if spec == "n" or (spec == "" and isinstance(value, int) and not isinstance(value, bool)):
             try:
                 return count(value)

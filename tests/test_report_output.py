@@ -123,6 +123,16 @@ def test_markdown_embeds_the_same_charts(data):
         svg = (data["root"] / "kv_files" / f"{cid}.svg").read_text()
         assert svg.startswith("<svg") and svg[:2000] in html
     assert "| TPOT p95 |" in text and "**regressed**" in text
+    # every figure in its unit: value, baseline, change and interval
+    tpot = next(line for line in text.splitlines() if line.startswith("| TPOT p95 |"))
+    assert re.fullmatch(
+        r"\| TPOT p95 \| [\d.,]+ ms \| [\d.,]+ ms \| \+[\d.,]+ ms \(\+[\d.,]+ %\) "
+        r"\| \[[-+\d.,]+, [-+\d.,]+\] ms \| \*\*regressed\*\* \|",
+        tpot,
+    ), tpot
+    assert re.search(r"\| Throughput \(requests\) \| [\d.,]+ req/s \|", text)
+    # the run's time range to the second, not ISO with µs
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d → [\d:]+ UTC \([\d.]+ (s|min)\)", text)
 
 
 def test_json_report_and_baseline(data):

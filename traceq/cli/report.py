@@ -207,10 +207,6 @@ def _write(report, path: Path, fmt: str | None) -> None:  # type: ignore[no-unty
         write_md(report, charts, path)
 
 
-def _unit(unit: str) -> str:
-    return "" if unit in ("ratio", "USD", "count") else f" {unit}"
-
-
 def _summary(report) -> None:  # type: ignore[no-untyped-def]
     from traceq.report import fmt
     from traceq.report.headroom import sentence
@@ -224,7 +220,9 @@ def _summary(report) -> None:  # type: ignore[no-untyped-def]
     )
     for name in MAIN_KPIS:
         k = BY_NAME[name]
-        click.echo(f"  {k.label:32} {fmt.value(m.values.get(name), k.unit):>12}{_unit(k.unit)}")
+        v = m.values.get(name)
+        unit = fmt.suffix(k.unit) if v is not None else ""
+        click.echo(f"  {k.label:32} {fmt.value(v, k.unit):>12}{unit}")
     click.echo(f"  {sentence(c['headroom'], m.params['slo'])}")
     incidents = report.incidents()
     new = [i for i, is_new in incidents if is_new]
@@ -242,6 +240,6 @@ def _summary(report) -> None:  # type: ignore[no-untyped-def]
     for ch in report.regressed:
         click.echo(
             f"REGRESSED {ch.kpi}: {fmt.value(ch.baseline, ch.unit)} → "
-            f"{fmt.value(ch.current, ch.unit)}{_unit(ch.unit)}, {fmt.delta(ch)}, "
+            f"{fmt.measure(ch.current, ch.unit)}, {fmt.delta(ch)}, "
             f"{report.thresholds.confidence:.0%} interval {fmt.interval(ch)}"
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from traceq.playbooks.words import duration_ms
@@ -28,16 +29,33 @@ def value(v: Any, unit: str = "") -> str:
     return f"{v:.3f}"
 
 
+def suffix(unit: str) -> str:
+    """The unit written after a value (` ms`, ` req/s`); nothing where `value` writes it
+    (percent, $) or there is none (counts)."""
+    return "" if unit in ("ratio", "USD", "count", "") else f" {unit}"
+
+
+def measure(v: Any, unit: str = "") -> str:
+    """A KPI value with its unit, for a table cell: `15,640 ms`, `1.109 req/s`, `31.25 %`.
+
+    >>> measure(15639.6, "ms"), measure(1.1094, "req/s"), measure(0.3125, "ratio")
+    ('15,640 ms', '1.109 req/s', '31.25 %')
+    >>> measure(None, "ms")
+    '—'
+    """
+    return "—" if v is None else value(v, unit) + suffix(unit)
+
+
 def delta(c: Change) -> str:
-    """The change with its sign, and relative change where the baseline is not 0."""
+    """The change with its sign and unit, and relative change where the baseline is not 0."""
     if c.delta is None:
         return "—"
     if c.unit == "ratio":
         text = f"{c.delta * 100:+.2f} pt"
     elif c.unit == "USD":
-        text = f"{c.delta:+,.3f}"
+        text = ("+" if c.delta >= 0 else "-") + f"${abs(c.delta):,.3f}"
     else:
-        text = value(c.delta, c.unit)
+        text = value(c.delta, c.unit) + suffix(c.unit)
         if not text.startswith("-"):
             text = "+" + text
     if c.rel is not None and c.unit != "ratio":
@@ -71,7 +89,7 @@ def interval(c: Change) -> str:
         return "—"
     if c.unit == "ratio":
         return f"[{c.ci_low * 100:+.2f}, {c.ci_high * 100:+.2f}] pt"
-    return f"[{value(c.ci_low, c.unit)}, {value(c.ci_high, c.unit)}]"
+    return f"[{value(c.ci_low, c.unit)}, {value(c.ci_high, c.unit)}]{suffix(c.unit)}"
 
 
 def duration(seconds: float) -> str:
@@ -80,3 +98,23 @@ def duration(seconds: float) -> str:
     if seconds >= 60:
         return f"{seconds / 60:.1f} min"
     return f"{seconds:.1f} s"
+
+
+def span(time_range: dict[str, Any]) -> str:
+    """A run's time range as a person reads it: both ends to the second in UTC, the end's
+    date only when it differs, and how long.
+
+    >>> span({"start_ns": 1_749_981_600_000_000_000, "end_ns": 1_749_981_657_699_183_000})
+    '2025-06-15 10:00:00 → 10:00:58 UTC (57.7 s)'
+    >>> span({"start_ns": 1_749_981_600_000_000_000, "end_ns": 1_750_068_000_000_000_000})
+    '2025-06-15 10:00:00 → 2025-06-16 10:00:00 UTC (24.00 h)'
+    >>> span({"start": None, "end": None})
+    'no time range'
+    """
+    start, end = time_range.get("start_ns"), time_range.get("end_ns")
+    if start is None or end is None:
+        return "no time range"
+    first = datetime.fromtimestamp(round(start / 1e9), UTC)
+    last = datetime.fromtimestamp(round(end / 1e9), UTC)
+    tail = last.strftime("%H:%M:%S" if last.date() == first.date() else "%Y-%m-%d %H:%M:%S")
+    return f"{first:%Y-%m-%d %H:%M:%S} → {tail} UTC ({duration((end - start) / 1e9)})"

@@ -67,13 +67,13 @@ def _kpi_table(r: Report) -> str:
     )
     rows = [_row(head, ["l"] + [""] * (len(head) - 2) + (["l"] if with_base else [""]), True)]
     for kpi in KPIS:
-        cells = [escape(kpi.label), fmt.value(m.values.get(kpi.name), kpi.unit)]
+        cells = [escape(kpi.label), fmt.measure(m.values.get(kpi.name), kpi.unit)]
         cls = ["l", ""]
         if with_base:
             c = changes[kpi.name]
             verdict = c.verdict.replace("/", "")
             cells += [
-                fmt.value(c.baseline, kpi.unit),
+                fmt.measure(c.baseline, kpi.unit),
                 fmt.delta(c),
                 fmt.interval(c),
                 f'<span class="{verdict}" title="{escape(c.reason)}">{c.verdict}</span>',
@@ -258,7 +258,7 @@ def render_html(r: Report, charts: list[Chart]) -> str:
     slo = ", ".join(f"{k} ≤ {v:g}" for k, v in m.params["slo"].items() if v is not None)
     meta = (
         f"dataset <code>{escape(m.dataset)}</code> · {escape(m.dataset_hash[:19])}… · "
-        f"{escape(str(tr.get('start')))} → {escape(str(tr.get('end')))} · traceq "
+        f"{escape(fmt.span(tr))} · traceq "
         f"{escape(m.traceq_version)} · measured {escape(m.measured_at)} · SLO {escape(slo)}"
     )
     if r.baseline is not None:
@@ -266,7 +266,7 @@ def render_html(r: Report, charts: list[Chart]) -> str:
         btr = b.get("time_range") or {}
         meta += (
             f"<br>baseline <code>{escape(str(b.get('dataset')))}</code> · "
-            f"{escape(str(btr.get('start')))} → {escape(str(btr.get('end')))} · traceq "
+            f"{escape(fmt.span(btr))} · traceq "
             f"{escape(str(b.get('traceq_version')))}"
         )
     body = [

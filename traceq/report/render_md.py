@@ -77,15 +77,14 @@ def render_md(r: Report, charts: list[Chart], chart_dir: str | None) -> str:
     lines = [
         "# traceq health report",
         "",
-        f"Dataset `{m.dataset}` ({m.dataset_hash[:19]}…), {tr.get('start')} → {tr.get('end')}, "
+        f"Dataset `{m.dataset}` ({m.dataset_hash[:19]}…), {fmt.span(tr)}, "
         f"traceq {m.traceq_version}, measured {m.measured_at}.",
     ]
     if r.baseline is not None:
         b = r.baseline
         btr = b.get("time_range") or {}
         lines.append(
-            f"Baseline `{b.get('dataset')}`, {btr.get('start')} → {btr.get('end')}, "
-            f"traceq {b.get('traceq_version')}."
+            f"Baseline `{b.get('dataset')}`, {fmt.span(btr)}, traceq {b.get('traceq_version')}."
         )
         lines.append("")
         if r.regressed:
@@ -119,8 +118,8 @@ def render_md(r: Report, charts: list[Chart], chart_dir: str | None) -> str:
         rows = [
             [
                 k.label,
-                fmt.value(m.values.get(k.name), k.unit),
-                fmt.value(changes[k.name].baseline, k.unit),
+                fmt.measure(m.values.get(k.name), k.unit),
+                fmt.measure(changes[k.name].baseline, k.unit),
                 fmt.delta(changes[k.name]),
                 fmt.interval(changes[k.name]),
                 f"**{changes[k.name].verdict}**"
@@ -131,7 +130,7 @@ def render_md(r: Report, charts: list[Chart], chart_dir: str | None) -> str:
         ]
     else:
         head = ["KPI", "value"]
-        rows = [[k.label, fmt.value(m.values.get(k.name), k.unit)] for k in KPIS]
+        rows = [[k.label, fmt.measure(m.values.get(k.name), k.unit)] for k in KPIS]
     lines += _table(head, rows)
     lines += ["", _cell(headroom_sentence(m.context["headroom"], m.params["slo"]))]
     lines += ["", "## Phase breakdown", ""]

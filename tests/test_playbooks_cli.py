@@ -121,7 +121,7 @@ def test_explain_and_list():
 def test_lint_binds_every_query_against_the_real_views():
     r = invoke("playbooks", "lint")
     assert r.exit_code == 0, r.output
-    assert "15 playbooks, 0 issue(s)" in r.output
+    assert "15 playbooks, 0 issues" in r.output
 
 
 def test_lint_reports_an_unknown_column_with_file_and_field(tmp_path):

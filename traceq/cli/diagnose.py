@@ -22,6 +22,7 @@ from traceq.playbooks import Options, diagnose, load_catalog, load_dir
 from traceq.playbooks.loader import LoadReport, builtin_dir
 from traceq.playbooks.render import render_explain, render_markdown, render_text
 from traceq.playbooks.steps import Step, summary
+from traceq.playbooks.words import counted
 from traceq.session import QueryError, Session
 from traceq.whatif.cite import diagnose_and_cite
 
@@ -210,7 +211,7 @@ def lint_cmd(directory: str | None) -> None:
     issues = lint(report)
     for issue in issues:
         click.echo(str(issue))
-    click.echo(f"{len(report.playbooks)} playbooks, {len(issues)} issue(s)")
+    click.echo(f"{len(report.playbooks)} playbooks, {counted(len(issues), 'issue')}")
     if issues:
         raise FindingsFailed
 

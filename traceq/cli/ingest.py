@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import click
 
 from traceq.cli.common import Failure
+from traceq.playbooks.words import counted
 
 if TYPE_CHECKING:
     from traceq.ingest import IngestResult
@@ -127,10 +128,12 @@ def ingest_cmd(
     _print_results(results)
     failed = [r for r in results if r.status == "failed"]
     if failed:
-        raise Failure(f"{len(failed)} file(s) could not be read; their error is in quarantine")
+        raise Failure(
+            f"{counted(len(failed), 'file')} could not be read; their error is in quarantine"
+        )
     wrong = [r for r in results if r.status == "wrong format"]
     if wrong:
-        raise Failure(f"{len(wrong)} file(s) not read: --format {fmt} does not fit them")
+        raise Failure(f"{counted(len(wrong), 'file')} not read: --format {fmt} does not fit them")
 
 
 def _start_ns(value: str, tz: str) -> int:

@@ -12,6 +12,7 @@ import click
 import orjson
 
 from traceq.cli.common import Failure
+from traceq.playbooks.words import counted
 from traceq.render import render_frame
 from traceq.slo import DEFAULT_GPU_HOUR_USD
 
@@ -235,7 +236,9 @@ def _summary(report) -> None:  # type: ignore[no-untyped-def]
     if report.load_shift:
         click.echo(f"note: the load differs from the baseline's: {', '.join(report.load_shift)}")
     if not report.regressed:
-        click.echo(f"no regression against the baseline ({len(report.improved)} KPI(s) improved)")
+        click.echo(
+            f"no regression against the baseline ({counted(len(report.improved), 'KPI')} improved)"
+        )
         return
     for ch in report.regressed:
         click.echo(

@@ -75,6 +75,15 @@ def count(n: float) -> str:
     return f"{int(n):,}"
 
 
+def counted(n: float, noun: str) -> str:
+    """A count with its noun, plural unless the count is 1 (the `{x:n noun}` spec).
+
+    >>> counted(1, "GPU"), counted(2, "GPU"), counted(1200, "request")
+    ('1 GPU', '2 GPUs', '1,200 requests')
+    """
+    return f"{count(n)} {noun}{'' if n == 1 else 's'}"
+
+
 _UNITS = {"ms": 1.0, "s": 1e3, "ns": 1e-6}
 
 
@@ -91,8 +100,7 @@ class _Formatter(string.Formatter):
             except (TypeError, ValueError):
                 return str(value)
         if spec.startswith("n ") and isinstance(value, int | float):
-            noun = spec[2:].strip()
-            return f"{count(value)} {noun}{'' if value == 1 else 's'}"
+            return counted(value, spec[2:].strip())
         if spec == "n" or (spec == "" and isinstance(value, int) and not isinstance(value, bool)):
             try:
                 return count(value)

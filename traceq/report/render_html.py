@@ -8,6 +8,7 @@ from html import escape
 
 import polars as pl
 
+from traceq.playbooks.words import counted
 from traceq.report import fmt
 from traceq.report.charts import Chart
 from traceq.report.headroom import sentence as headroom_sentence
@@ -115,12 +116,12 @@ def _headline(r: Report) -> str:
         more = len(r.regressed) - len(shown)
         names += f" and {more} more (KPI table)" if more > 0 else ""
         return (
-            f'<div class="verdict bad">REGRESSION in {len(r.regressed)} KPI(s): '
+            f'<div class="verdict bad">REGRESSION in {counted(len(r.regressed), "KPI")}: '
             f"{escape(names)}</div>"
         )
     return (
         f'<div class="verdict ok">No regression against the baseline '
-        f"({len(r.improved)} KPI(s) improved).</div>"
+        f"({counted(len(r.improved), 'KPI')} improved).</div>"
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from traceq.playbooks.words import counted
 from traceq.report import fmt
 from traceq.report.charts import Chart
 from traceq.report.headroom import sentence as headroom_sentence
@@ -89,7 +90,7 @@ def render_md(r: Report, charts: list[Chart], chart_dir: str | None) -> str:
         lines.append("")
         if r.regressed:
             lines.append(
-                f"**REGRESSION in {len(r.regressed)} KPI(s):** "
+                f"**REGRESSION in {counted(len(r.regressed), 'KPI')}:** "
                 + ", ".join(f"{c.label} {fmt.spoken(c)}" for c in r.regressed)
             )
         else:
@@ -155,7 +156,7 @@ def render_md(r: Report, charts: list[Chart], chart_dir: str | None) -> str:
         "",
         f"{c['requests']:,} requests ({c['errors']:,} failed) over "
         f"{fmt.duration(c['duration_s'])}; {c['prompt_tokens']:,} prompt and "
-        f"{c['output_tokens']:,} output tokens; {c['gpus']} GPU(s), "
+        f"{c['output_tokens']:,} output tokens; {counted(c['gpus'], 'GPU')}, "
         f"{c['gpu_hours']:.3f} GPU-h.",
     ]
     if chart_dir is not None:

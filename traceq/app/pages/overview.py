@@ -3,6 +3,7 @@
 import streamlit as st
 
 from traceq.app import charts, data, sidebar, state, ui
+from traceq.playbooks.words import counted
 from traceq.report.incidents import sentence
 
 ctx = ui.context()
@@ -52,7 +53,7 @@ cols[4].metric(
     "Cost $/1M tokens",
     ui.num(k["cost_per_m_output_tokens"]),
     border=True,
-    help=f"Per million output tokens: {k['gpus']} GPU(s) × the window × "
+    help=f"Per million output tokens: {counted(k['gpus'], 'GPU')} × the window × "
     f"$ {targets.price:g} per GPU-hour (sidebar) / output tokens.",
 )
 
@@ -107,4 +108,6 @@ sources = data.sources(ctx.dataset).select(
 st.dataframe(sources, hide_index=True, width="stretch")
 quarantined = int(sources["quarantined"].sum())
 if quarantined:
-    st.caption(f"{quarantined:,} record(s) quarantined: `SELECT * FROM quarantine` in the console.")
+    st.caption(
+        f"{counted(quarantined, 'record')} quarantined: `SELECT * FROM quarantine` in the console."
+    )

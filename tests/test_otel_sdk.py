@@ -238,3 +238,30 @@ def test_tempo_batches_with_base64_ids(tmp_path, spans):
     _check(tmp_path / "ds")
     ids = traceq.open(tmp_path / "ds").sql("SELECT DISTINCT length(trace_id) FROM spans")
     assert ids.fetchall() == [(32,)]
+
+
+@pytest.mark.parametrize("inner", ["resourceSpans", "batches"])
+def test_tempo_api_v2_response_saved_by_curl(tmp_path, spans, inner):
+    """Tempo's `/api/v2/traces/<id>`: the trace wrapped as `{"trace": {...}, "status": …}`
+    (tempopb.TraceByIDResponse; `batches` before Tempo named the field `resourceSpans`), on
+    one compact line as curl saves it, and two such responses saved one after the other."""
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    groups = MessageToDict(encode_spans(spans))["resourceSpans"]
+    src = tmp_path / "trace.json"
+    src.write_text(json.dumps({"trace": {inner: groups}, "status": "COMPLETE"}))
+    traceq.ingest([src], tmp_path / "ds")
+    _check(tmp_path / "ds")
+    half = len(groups[0]["scopeSpans"][0]["spans"]) // 2
+    split = [
+        {**groups[0], "scopeSpans": [{**groups[0]["scopeSpans"][0], "spans": part}]}
+        for part in (
+            groups[0]["scopeSpans"][0]["spans"][:half],
+            groups[0]["scopeSpans"][0]["spans"][half:],
+        )
+    ]
+    two = tmp_path / "two.json"
+    two.write_text("".join(json.dumps({"trace": {inner: [g]}}) + "\n" for g in split))
+    traceq.ingest([two], tmp_path / "ds2")
+    _check(tmp_path / "ds2")

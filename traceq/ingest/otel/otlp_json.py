@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -212,12 +213,19 @@ def _is_prefix_of_json(line: bytes) -> bool:
     return text.startswith(b"{") and not text.endswith(b"}")
 
 
+_TEMPO_V2 = re.compile(rb'\s*\{\s*"trace"\s*:\s*\{')
+
+
 def read_document(data: bytes) -> list[bytes] | None:
-    """A whole-file JSON document (pretty-printed OTLP, Tempo) as compact lines, or None."""
+    """A whole-file JSON document (pretty-printed OTLP, Tempo), or compact lines of Tempo API
+    v2 responses, as compact lines, or None."""
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return None
+        try:  # responses saved one after the other, a line each
+            doc = [orjson.loads(line) for line in data.splitlines() if line.strip()]
+        except orjson.JSONDecodeError:
+            return None
     docs = doc if isinstance(doc, list) else [doc]
     out = []
     for d in docs:
@@ -249,7 +257,10 @@ def iter_span_frames(
     text = first[0]
     head = text[: text.find(b"\n") if b"\n" in text else len(text)]
     # A pretty-printed document starts with a short line; a long one is a line of its own.
-    if text.lstrip()[:1] in (b"{", b"[") and len(head) <= SPLIT_BYTES and not is_json(head):
+    # Tempo's API v2 wraps the document, `{"trace": {...}}` (tempopb.TraceByIDResponse, its
+    # first field), compact as curl saves it: read as a document too, to unwrap it.
+    pretty = len(head) <= SPLIT_BYTES and not is_json(head)
+    if text.lstrip()[:1] in (b"{", b"[") and (pretty or _TEMPO_V2.match(text)):
         size = len(text)
         for block in blocks:
             held.append(block)

@@ -240,17 +240,21 @@ def test_tempo_batches_with_base64_ids(tmp_path, spans):
     assert ids.fetchall() == [(32,)]
 
 
-@pytest.mark.parametrize("inner", ["resourceSpans", "batches"])
-def test_tempo_api_v2_response_saved_by_curl(tmp_path, spans, inner):
+@pytest.mark.parametrize(
+    ("wrapper", "inner"),
+    [("trace", "resourceSpans"), ("trace", "batches"), ("result", "resourceSpans")],
+)
+def test_query_api_response_saved_by_curl(tmp_path, spans, wrapper, inner):
     """Tempo's `/api/v2/traces/<id>`: the trace wrapped as `{"trace": {...}, "status": …}`
-    (tempopb.TraceByIDResponse; `batches` before Tempo named the field `resourceSpans`), on
-    one compact line as curl saves it, and two such responses saved one after the other."""
+    (tempopb.TraceByIDResponse; `batches` before Tempo named the field `resourceSpans`);
+    Jaeger's `/api/v3/traces/<id>` as `{"result": {...}}` (grpc-gateway). On one compact
+    line as curl saves it, and two such responses saved one after the other."""
     from google.protobuf.json_format import MessageToDict
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
     groups = MessageToDict(encode_spans(spans))["resourceSpans"]
     src = tmp_path / "trace.json"
-    src.write_text(json.dumps({"trace": {inner: groups}, "status": "COMPLETE"}))
+    src.write_text(json.dumps({wrapper: {inner: groups}, "status": "COMPLETE"}))
     traceq.ingest([src], tmp_path / "ds")
     _check(tmp_path / "ds")
     half = len(groups[0]["scopeSpans"][0]["spans"]) // 2
@@ -262,6 +266,6 @@ def test_tempo_api_v2_response_saved_by_curl(tmp_path, spans, inner):
         )
     ]
     two = tmp_path / "two.json"
-    two.write_text("".join(json.dumps({"trace": {inner: [g]}}) + "\n" for g in split))
+    two.write_text("".join(json.dumps({wrapper: {inner: [g]}}) + "\n" for g in split))
     traceq.ingest([two], tmp_path / "ds2")
     _check(tmp_path / "ds2")

@@ -213,12 +213,13 @@ def _is_prefix_of_json(line: bytes) -> bool:
     return text.startswith(b"{") and not text.endswith(b"}")
 
 
-_TEMPO_V2 = re.compile(rb'\s*\{\s*"trace"\s*:\s*\{')
+_WRAPPED = re.compile(rb'\s*\{\s*"(?:trace|result)"\s*:\s*\{')
+WRAPPERS = ("trace", "result")  # Tempo API v2, Jaeger api/v3
 
 
 def read_document(data: bytes) -> list[bytes] | None:
-    """A whole-file JSON document (pretty-printed OTLP, Tempo), or compact lines of Tempo API
-    v2 responses, as compact lines, or None."""
+    """A whole-file JSON document (pretty-printed OTLP, Tempo, Jaeger api/v3), or compact
+    lines of query API responses, as compact lines, or None."""
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -229,8 +230,9 @@ def read_document(data: bytes) -> list[bytes] | None:
     docs = doc if isinstance(doc, list) else [doc]
     out = []
     for d in docs:
-        if isinstance(d, dict) and isinstance(d.get("trace"), dict):
-            d = d["trace"]  # Tempo API v2 wraps the document
+        wrapper = next((k for k in WRAPPERS if isinstance(d, dict) and k in d), None)
+        if wrapper and isinstance(d[wrapper], dict):
+            d = d[wrapper]  # a query API's response wraps the document
         out.append(orjson.dumps(d))
     return out
 
@@ -257,10 +259,11 @@ def iter_span_frames(
     text = first[0]
     head = text[: text.find(b"\n") if b"\n" in text else len(text)]
     # A pretty-printed document starts with a short line; a long one is a line of its own.
-    # Tempo's API v2 wraps the document, `{"trace": {...}}` (tempopb.TraceByIDResponse, its
-    # first field), compact as curl saves it: read as a document too, to unwrap it.
+    # Query APIs wrap the document, compact as curl saves it: Tempo's API v2 in `{"trace":
+    # {...}}` (tempopb.TraceByIDResponse, its first field), Jaeger's api/v3 (grpc-gateway, a
+    # streamed response) in `{"result": {...}}`. Read as a document too, to unwrap it.
     pretty = len(head) <= SPLIT_BYTES and not is_json(head)
-    if text.lstrip()[:1] in (b"{", b"[") and (pretty or _TEMPO_V2.match(text)):
+    if text.lstrip()[:1] in (b"{", b"[") and (pretty or _WRAPPED.match(text)):
         size = len(text)
         for block in blocks:
             held.append(block)

@@ -13,7 +13,7 @@ from typing import Any
 from traceq.findings import Diagnosis, Finding, Incident
 from traceq.playbooks import story
 from traceq.playbooks.model import Param, Playbook
-from traceq.playbooks.words import duration_ms
+from traceq.playbooks.words import counted, duration_ms
 
 LABEL = {
     "fail": "FAIL",
@@ -137,8 +137,9 @@ def render_markdown(d: Diagnosis) -> str:
 
 
 def _bounds(p: Param) -> str:
-    """` (100–∞)`: the values a parameter accepts, after its unit; empty when unbounded."""
-    if p.min is None and p.max is None:
+    """` (100–∞)`: the values a parameter accepts, after its unit; empty when unbounded or
+    when the unit says it (`ratio 0-1`)."""
+    if (p.min is None and p.max is None) or ((p.min, p.max) == (0, 1) and "0-1" in p.unit):
         return ""
     lo = "−∞" if p.min is None else f"{p.min:g}"
     hi = "∞" if p.max is None else f"{p.max:g}"
@@ -173,7 +174,8 @@ def render_explain(pb: Playbook) -> str:
     out += ["## Why it matters", "", doc.get("why", "").strip(), ""]
     if doc.get("example"):
         out += ["## Example finding", "", doc["example"].strip(), ""]
-    out += ["## Needs", ""] + [f"- {r.needs} (at least {r.min_rows} rows)" for r in pb.requires]
+    out += ["## Needs", ""]
+    out += [f"- {r.needs} (at least {counted(r.min_rows, 'row')})" for r in pb.requires]
     out += ["", "## Parameters", "", "| name | default | unit | meaning | why this default |"]
     out.append("|---|---|---|---|---|")
     out += [

@@ -32,7 +32,8 @@ spark-setup:
 
 # pytest exits 5 when it collects no test; that is not a failure of the build. Two workers
 # (pytest-xdist), a test file per worker, so a file's fixtures (the Spark JVM, the app server)
-# stay in one process: in one process the suite took 11 min 44 s on a fresh 2-core machine.
+# stay in one process; the suite's time and where it goes: docs/PERFORMANCE.md, "Test suite
+# time".
 # traceq's bytecode is compiled first: an editable install has none, and where
 # PYTHONDONTWRITEBYTECODE is set no import caches it, so every CLI process the tests start
 # would compile the package again (~0.25 s each; a pip install compiles it once).

@@ -1,7 +1,7 @@
 """Build `vllm bench serve` result objects the way `vllm/benchmarks/serve.py` does
 (`calculate_metrics` + `main`: numpy statistics in ms, per-request arrays index-aligned over
-every request, failures included). No real result JSON is in the shared samples, so these
-follow the source's key layout (research/gpu_bench_formats.md §3.1)."""
+every request, failures included). No real result JSON is at hand, so these follow the
+source's key layout."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Spans shaped exactly as each producer's source builds them, made by the real OpenTelemetry
-SDK (research/otel_producers.md in the shared research folder gives file and commit per fact).
+SDK; each builder's docstring names the producer's source it follows.
 
 Every builder takes explicit nanosecond stamps so tests can compare traceq's phases and token
 gaps with them to the nanosecond.

@@ -1,5 +1,6 @@
 """Docs and code comments cite files, commands and measured figures, never traceq's own issue
-numbers or the team's spec (a user has neither), and docs/PERFORMANCE.md stays one page.
+numbers, the team's spec or its research notes (a user has none of them), and
+docs/PERFORMANCE.md stays one page.
 
 Scanned: every text file under docs/ and playbooks/, README.md, traceq/ (.py, .sql, .yaml) and
 bench/ (.py, .md). A hit is `issue N`, `issue #N`, `issues N and M`, `Issue N §x`, or an anchor
@@ -96,6 +97,20 @@ def test_no_citations_of_the_team_spec():
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             found += [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for _ in SPEC.finditer(line)]
     assert not found, "cite a file in this repository instead:\n" + "\n".join(found)
+
+
+RESEARCH = re.compile(r"\bresearch/[\w.-]+\.md")
+
+
+def test_no_citations_of_the_team_research_notes():
+    """The team's research notes are not in the repository: docs and comments cite the
+    producer's own source (`vllm/v1/metrics/loggers.py`) or a file here (tests/data/real)."""
+    found = []
+    for path in [*_scanned(), *sorted((ROOT / "tests").rglob("*.py"))]:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            hits = RESEARCH.findall(line)
+            found += [f"{path.relative_to(ROOT)}:{n}: {hit}" for hit in hits]
+    assert not found, "cite the producer's source or a file here instead:\n" + "\n".join(found)
 
 
 def test_the_upstream_form_and_urls_are_allowed():

@@ -204,7 +204,8 @@ def test_frame_of_lines_matches_python_split() -> None:
 
 
 def test_stats_line_variants(tmp_path: Path) -> None:
-    """Every stats variant of research/vllm_formats.md §2.2, one line each."""
+    """Every stats-line variant vLLM has printed (V0 vllm/engine/metrics.py, V1
+    vllm/v1/metrics/loggers.py, across versions), one line each."""
     lines = [
         # ≤ 0.2.0: combined throughput, no trailing full stop.
         "INFO 05-09 00:49:33 scheduler.py:271] Throughput: 12.5 tokens/s, Running: 1 reqs, "

@@ -1,6 +1,6 @@
 """The generated vLLM log, nvidia-smi CSV and DCGM scrapes are in the producers' own formats:
-the regexes that parse the real samples (tests/data/real, research/vllm_formats.md §2 and
-gpu_bench_formats.md §1–§2) parse every generated line, with the same fields.
+the regexes that parse the real samples (tests/data/real) parse every generated line, with
+the same fields.
 
 These tests pin the line formats; tests/test_synth_ingest_roundtrip.py reads the generated
 files back through the vLLM-log and GPU ingesters.

@@ -86,8 +86,7 @@ FROM _contradicted;
 DELETE FROM _kept WHERE _span IN (SELECT _span FROM _contradicted);
 
 -- Each span's request: the nearest request span among itself and four ancestors (SGLang
--- nests stage slices under a thread span under the request root: research/otel_producers.md
--- §3). A request span nested under another server-side request span is a stage of it
+-- `--enable-trace` nests stage slices under a thread span under the request root). A request span nested under another server-side request span is a stage of it
 -- (vLLM-Omni `llm_request` stages under `omni_request`); under a CLIENT span it stays itself.
 -- The walk up is one join per statement (_up1 .. _up3, then _owner).
 CREATE OR REPLACE TEMP TABLE _hop0 AS

@@ -1,5 +1,5 @@
 """GPU telemetry derived from the engine's steps: an `nvidia-smi --query-gpu … --format=csv
--l 1` file and a dcgm-exporter multi-scrape file (research/gpu_bench_formats.md §1.1, §2.1).
+-l 1` file and a dcgm-exporter multi-scrape file, as in tests/data/real/gpu.
 
 Each second the engine's busy time, and how much of it was compute-bound prefill rather
 than bandwidth-bound decode, set the activities: SM / tensor activity follow prefill, DRAM

@@ -68,7 +68,8 @@ def _span(span: dict, events: bytes) -> bytes:
 def server_attributes(r: Request) -> list[dict]:
     """vLLM V1 `llm_request` attributes (output_processor.do_tracing), seconds as doubles.
 
-    V1 sets no `gen_ai.response.model` (research/vllm_formats.md §1.3), so neither do we.
+    V1 sets no `gen_ai.response.model` (vllm/tracing.py lists no such attribute), so neither
+    do we.
     """
     a = [
         _attr("gen_ai.request.id", r.request_id),

@@ -1,7 +1,7 @@
 """A vLLM V1 (0.10.x) server log, line for line as vLLM prints it.
 
 Every line format is copied from real logs in tests/data/real/vllm (vLLM 0.10.1.1 startup
-and stats, 0.8.5 / 0.7.4 request logging) and research/vllm_formats.md §2: the
+and stats, 0.8.5 / 0.7.4 request logging) and vLLM's logger format (vllm/logger.py): the
 `(APIServer pid=N)` / `(EngineCore_0 pid=N)` prefixes, `%m-%d %H:%M:%S` timestamps with no
 year, `[file.py:line]`, the `Engine 000:` stats line every 10 s (dropped to DEBUG — so not
 printed — when this and the previous interval saw no tokens), `Received request` / `Added

@@ -37,8 +37,8 @@ if TYPE_CHECKING:
 FORMATS = {
     "engine-metrics": "vLLM / SGLang Prometheus /metrics text: one scrape or concatenated scrapes",
 }
-# Gauge → engine_stats column. Sources: research/vllm_formats.md §3 (vLLM V0 and V1 names)
-# and §4 (SGLang `sglang:` names).
+# Gauge → engine_stats column: vLLM's V0 names (vllm/engine/metrics.py) and V1 names
+# (vllm/v1/metrics/loggers.py), SGLang's `sglang:` names.
 GAUGES = {
     "vllm:num_requests_running": "running",
     "vllm:num_requests_waiting": "waiting",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
-# vLLM start-up spans (research/otel_producers.md §1.3) -> the event kinds the log reader
+# vLLM start-up spans (its loading / start-up tracing) -> the event kinds the log reader
 # uses for the same milestones (traceq/ingest/serverlog/events.py); others: startup_span_s.
 STARTUP_KINDS = {
     "Load weights": "startup_weights_load_s",

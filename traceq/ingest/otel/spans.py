@@ -112,7 +112,7 @@ class SpanConventions:
     token_event: str = "gen_ai.token"
     request_spans: tuple[str, ...] = ("llm_request", "omni_request")
     tokenize_spans: tuple[str, ...] = ("tokenize", "tokenization", "preprocess")
-    # Child spans that stamp a phase, by producer (research/otel_producers.md §1.2, §3):
+    # Child spans that stamp a phase, by producer:
     # vLLM's two child-span designs and SGLang's stage slices.
     phase_spans: dict[str, str] = field(
         default_factory=lambda: {

@@ -1,6 +1,6 @@
 """Per-token timing in every encoding producers use today, into one `tokens` shape.
 
-research/otel_producers.md §2 and §6.2 (in the shared research folder) list them:
+The encodings:
 
 * traceq's own `gen_ai.token` events (one per streamed chunk, `gen_ai.token.count`);
 * vLLM PR 32573 `token_scheduled` / `token_generated` span events, one pair per engine

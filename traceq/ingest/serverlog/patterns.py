@@ -1,8 +1,10 @@
 """Regular expressions of vLLM (V0, V1) and SGLang server-log lines.
 
-Sources: research/vllm_formats.md §2 and §4, checked against the real samples in
-tests/data/real/. All patterns are Rust-regex compatible (polars `str.extract_groups`): no
-look-around, no back-references. They never key on the logger's line numbers.
+Sources: the format strings of vLLM's logger (vllm/logger.py) and stats loggers
+(vllm/v1/metrics/loggers.py, vllm/engine/metrics.py) and SGLang's scheduler, checked against
+the real samples in tests/data/real/. All patterns are Rust-regex compatible (polars
+`str.extract_groups`): no look-around, no back-references. They never key on the logger's
+line numbers.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import Any
 from traceq.findings import Diagnosis, Finding, Incident
 from traceq.playbooks import story
 from traceq.playbooks.model import Param, Playbook
-from traceq.playbooks.words import counted, duration_ms
+from traceq.playbooks.words import counted, duration_ms, number
 
 LABEL = {
     "fail": "FAIL",
@@ -28,6 +28,15 @@ def _clock(ns: int | None) -> str:
     if ns is None:
         return "?"
     return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _started(at: str) -> str:
+    """`2026-12-07T05:55:24+00:00` as `2026-12-07 05:55:24 UTC` (as it is when unparseable)."""
+    try:
+        parsed = datetime.fromisoformat(at.replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return str(at)
+    return parsed.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _window(w: dict[str, Any]) -> str:
@@ -97,7 +106,7 @@ def render_markdown(d: Diagnosis) -> str:
         f"# traceq diagnose: `{d.dataset}`",
         "",
         f"{summary_line(d)}. Dataset hash `{d.dataset_hash}`, traceq {d.traceq_version}, "
-        f"run {d.started_at} in {d.elapsed_s:g} s.",
+        f"run {_started(d.started_at)} in {duration_ms(d.elapsed_s * 1e3)}.",
     ]
     for n, i in enumerate(d.incidents, 1):
         out += ["", f"## Incident {n}: {i.title} (`{i.root}`, {i.severity})", "", i.summary, ""]
@@ -112,7 +121,7 @@ def render_markdown(d: Diagnosis) -> str:
         out += ["", "| cause | status | strength | evidence |", "|---|---|---|---|"]
         out += [
             f"| {_cell(c.title)} | {c.status} | {c.strength:.2f} | "
-            f"{_cell(c.evidence or ('needs ' + c.needs if c.needs else ''))} |"
+            f"{_cell(c.evidence or ('needs ' + c.needs if c.needs else '—'))} |"
             for c in f.causes
         ]
         if f.fixes:
@@ -151,18 +160,38 @@ def _cell(text: str) -> str:
 
 
 def _table(columns: list[str], rows: list[dict[str, Any]]) -> list[str]:
-    if not columns:
-        return ["(no rows)"]
+    if not columns or not rows:
+        return ["_No rows._"]
     out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     out += ["| " + " | ".join(_cell(_value(r.get(c))) for c in columns) + " |" for r in rows]
     return out
 
 
+EPOCH_NS = (10**17, 10**19)
+"""Integers in this range are read as times (ns since the epoch: 1973 to 2286); no duration
+a query shows is three years long."""
+
+
 def _value(v: Any) -> str:
+    """An evidence cell as a person reads it: times as UTC clock times, numbers with
+    thousands separators and no exponent, a missing value as a dash.
+
+    >>> [_value(x) for x in (None, 1_749_981_610_250_000_000, 1847, 17780.4, 0.9695, 57.21)]
+    ['—', '2025-06-15 10:00:10.250', '1,847', '17,780', '0.9695', '57.21']
+    """
     if v is None:
-        return ""
+        return "—"
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int):
+        if EPOCH_NS[0] <= v < EPOCH_NS[1]:
+            at = datetime.fromtimestamp(v // 1000 / 1e6, UTC)
+            return at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        return f"{v:,}"
     if isinstance(v, float):
-        return f"{v:.4g}"
+        if v != v:
+            return "—"
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
     return str(v)
 
 
@@ -179,7 +208,7 @@ def render_explain(pb: Playbook) -> str:
     out += ["", "## Parameters", "", "| name | default | unit | meaning | why this default |"]
     out.append("|---|---|---|---|---|")
     out += [
-        f"| `{p.name}` | {p.default} | {p.unit}{_bounds(p)} | {_cell(p.doc)} | "
+        f"| `{p.name}` | {number(p.default)} | {p.unit}{_bounds(p)} | {_cell(p.doc)} | "
         f"{_cell(p.reason.strip())} |"
         for p in pb.params.values()
     ]

@@ -84,6 +84,18 @@ def counted(n: float, noun: str) -> str:
     return f"{count(n)} {noun}{'' if n == 1 else 's'}"
 
 
+def number(v: Any) -> str:
+    """A parameter's or setting's value with thousands separators (`60,000`); anything else
+    as it is.
+
+    >>> number(60000), number(0.95), number(2048.0), number("on")
+    ('60,000', '0.95', '2,048', 'on')
+    """
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return str(v)
+    return f"{v:,g}" if abs(v) < 1e15 else str(v)
+
+
 _UNITS = {"ms": 1.0, "s": 1e3, "ns": 1e-6}
 
 

@@ -153,7 +153,7 @@ def test_a_small_kv_cache_cites_what_twice_the_cache_would_do(kv_findings):
     """kv-pressure's 5 k-token cache thrashes (preemption and recompute): the back-test
     holds once the rebuilt steps count the recompute, so its root cites twice the cache."""
     found = re.match(
-        r"with kv_cache_tokens=10000 \(twice the run's KV cache\), traceq whatif predicts "
+        r"with kv_cache_tokens=10,000 \(twice the run's KV cache\), traceq whatif predicts "
         r"p99 TTFT at ([\d.]+) (m?s) \(the run as it was replays at ([\d.]+) s; observed "
         r"([\d.]+) s\) and median TPOT at ([\d.]+) ms \(as it was ([\d.]+) ms\)",
         kv_findings["kv-pressure"]["prediction"],

@@ -311,7 +311,8 @@ def test_trend_of_saved_baselines(data, tmp_path):
     assert r.exit_code == 0, r.output
     lines = [line for line in r.output.splitlines() if line.startswith("| 2025")]
     assert [line.split("|")[1].strip() for line in lines] == ["2025-06-14", "2025-06-15"]
-    assert "tpot_p95_ms" in r.output
+    assert "TPOT p95" in r.output and "tpot_p95_ms" not in r.output  # labels, not keys
+    assert re.search(r"\| [\d.,]+ ms +\|", lines[0]) and " %" in lines[0]  # in their units
 
 
 @pytest.mark.parametrize(

@@ -48,7 +48,21 @@ def _trend(directory: str, last: int) -> None:
     frame = history(directory, last)
     if frame.height == 0:
         raise Failure(f"--trend {directory}: no traceq baseline or JSON report in it")
-    click.echo(render_frame(frame.drop("start_ns"), "table"), nl=False)
+    click.echo(render_frame(_human_trend(frame.drop("start_ns")), "table"), nl=False)
+
+
+def _human_trend(frame):  # type: ignore[no-untyped-def]
+    """The trend table as a person reads it: KPI labels, each value in its unit."""
+    import polars as pl
+
+    from traceq.report import fmt
+    from traceq.report.kpis import BY_NAME
+
+    columns = {"run": frame["run"]}
+    for name in frame.columns[1:]:
+        k = BY_NAME[name]
+        columns[k.label] = pl.Series([fmt.measure(v, k.unit) for v in frame[name]], dtype=pl.String)
+    return pl.DataFrame(columns)
 
 
 @click.command("report")
@@ -230,7 +244,8 @@ def _summary(report) -> None:  # type: ignore[no-untyped-def]
     if report.findings_note:
         click.echo(f"incidents: {report.findings_note}")
     else:
-        click.echo(f"incidents: {len(incidents)} ({len(new)} new against the baseline)")
+        against = f" ({len(new)} new against the baseline)" if report.baseline else ""
+        click.echo(f"incidents: {len(incidents)}{against}")
     if report.baseline is None:
         return
     if report.load_shift:

@@ -106,8 +106,10 @@ def load_baseline(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and check a baseline file; samples come back as polars frames."""
     try:
         doc = orjson.loads(Path(path).read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise BaselineError(f"baseline {path}: {exc}") from exc
+    except OSError as exc:
+        raise BaselineError(f"baseline {path}: {exc.strerror or exc}") from exc
+    except orjson.JSONDecodeError as exc:
+        raise BaselineError(f"baseline {path}: not JSON ({exc})") from exc
     if not isinstance(doc, dict) or doc.get("kind") != KIND:
         raise BaselineError(f'baseline {path}: not a traceq baseline (no "kind": "{KIND}")')
     if doc.get("format_version") != FORMAT_VERSION:

@@ -18,7 +18,7 @@ def value(v: Any, unit: str = "") -> str:
     if unit == "count":
         return f"{v:,.0f}"
     if unit == "USD":
-        return f"${v:,.3f}"
+        return f"-${-v:,.3f}" if v < 0 else f"${v:,.3f}"
     a = abs(v)
     if a >= 1000:
         return f"{v:,.0f}"
@@ -81,6 +81,12 @@ def spoken(c: Change) -> str:
     if c.rel is not None:
         text += f" ({c.rel * 100:+,.0f} %)"
     return text
+
+
+def verdict(v: str) -> str:
+    """A verdict as the KPI table shows it: a KPI not measured in both runs has a dash, not
+    "n/a" (its reason, on hover in the HTML, says why)."""
+    return "—" if v == "n/a" else v
 
 
 def interval(c: Change) -> str:

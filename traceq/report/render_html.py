@@ -72,12 +72,12 @@ def _kpi_table(r: Report) -> str:
         cls = ["l", ""]
         if with_base:
             c = changes[kpi.name]
-            verdict = c.verdict.replace("/", "")
+            verdict, shown = c.verdict.replace("/", ""), fmt.verdict(c.verdict)
             cells += [
                 fmt.measure(c.baseline, kpi.unit),
                 fmt.delta(c),
                 fmt.interval(c),
-                f'<span class="{verdict}" title="{escape(c.reason)}">{c.verdict}</span>',
+                f'<span class="{verdict}" title="{escape(c.reason)}">{shown}</span>',
             ]
             cls += ["", "", "", "l"]
         rows.append(_row(cells, cls))

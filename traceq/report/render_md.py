@@ -125,7 +125,7 @@ def render_md(r: Report, charts: list[Chart], chart_dir: str | None) -> str:
                 fmt.interval(changes[k.name]),
                 f"**{changes[k.name].verdict}**"
                 if changes[k.name].verdict == "regressed"
-                else changes[k.name].verdict,
+                else fmt.verdict(changes[k.name].verdict),
             ]
             for k in KPIS
         ]

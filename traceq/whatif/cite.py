@@ -111,7 +111,7 @@ def predict(cal: Calibrated, bt: BackTest, spec: Prediction) -> str:
         cal.model, changed, rate, 0, DEFAULT_SLO, DEFAULT_GPU_HOUR_USD, "cited", observed_speed=True
     )
     values = figures(outcome, bt.predicted, bt.observed)
-    values["setting"] = ", ".join(pairs)
+    values["setting"] = ", ".join(_shown(pair) for pair in pairs)
     text = fmt(spec.says, values)
     return "" if MISSING in text else text
 
@@ -128,6 +128,17 @@ def _pairs(limits: Limits, settings: dict[str, str]) -> list[str]:
             value = str(max(1, round(base * float(m[1]))))
         out.append(f"{key}={value}")
     return out
+
+
+def _shown(pair: str) -> str:
+    """A `--set` pair as a sentence shows it, whole numbers with separators, as `traceq
+    whatif` prints settings.
+
+    >>> _shown("kv_cache_tokens=10000"), _shown("chunked_prefill=on")
+    ('kv_cache_tokens=10,000', 'chunked_prefill=on')
+    """
+    key, _, value = pair.partition("=")
+    return f"{key}={int(value):,}" if value.isdigit() else pair
 
 
 def figures(

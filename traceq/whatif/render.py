@@ -160,10 +160,7 @@ def _calibration(r: WhatIf) -> list[str]:
     lines = [
         f"Calibrated on {wl.total_requests:,} requests and {cal.steps.steps:,} engine steps "
         f"({where})",
-        f"  step time ({fit}rms {ms(cal.steps.rms_s * 1e3)}): {ms(t['step_overhead_s'] * 1e3)}"
-        f" + {ms(t['decode_per_seq_s'] * 1e3)} per decoding request"
-        f" + {ms(t['decode_per_kv_token_s'] * 1e6)} per 1,000 KV tokens held"
-        f" + {ms(t['prefill_per_token_s'] * 1e6)} per 1,000 prefill tokens",
+        f"  step time ({fit}rms {ms(cal.steps.rms_s * 1e3)}): {_terms(t)}",
         *_speed(cal.speed),
         *_instances(cal.instance_speed),
         f"  arrival to queue: {ms(cal.front.base_s * 1e3)}"
@@ -187,6 +184,22 @@ def _limit(lim: Limit) -> str:
         lim.reached
     ]
     return f"{lim.name} {_value(lim.value)} ({lim.detail}{reached})"
+
+
+def _terms(t: dict[str, float]) -> str:
+    """The fitted step time, its terms that the fit kept (a term fitted to 0 is left out).
+
+    >>> _terms({"step_overhead_s": 0.014, "decode_per_seq_s": 0.0,
+    ...         "decode_per_kv_token_s": 4e-8, "prefill_per_token_s": 2.7e-5})
+    '14 ms + 40 µs per 1,000 KV tokens held + 27 ms per 1,000 prefill tokens'
+    """
+    terms = [
+        (t["step_overhead_s"] * 1e3, ""),
+        (t["decode_per_seq_s"] * 1e3, " per decoding request"),
+        (t["decode_per_kv_token_s"] * 1e6, " per 1,000 KV tokens held"),
+        (t["prefill_per_token_s"] * 1e6, " per 1,000 prefill tokens"),
+    ]
+    return " + ".join(ms(v) + what for v, what in terms if v) or "0 s"
 
 
 def _value(v: SettingValue) -> str:

@@ -256,7 +256,7 @@ def render_html(r: Report, charts: list[Chart]) -> str:
     m = r.measurement
     by_id = {c.id: c for c in charts}
     tr = m.time_range
-    slo = ", ".join(f"{k} ≤ {v:g}" for k, v in m.params["slo"].items() if v is not None)
+    slo = ", ".join(f"{k} ≤ {v:,g}" for k, v in m.params["slo"].items() if v is not None)
     meta = (
         f"dataset <code>{escape(m.dataset)}</code> · {escape(m.dataset_hash[:19])}… · "
         f"{escape(fmt.span(tr))} · traceq "

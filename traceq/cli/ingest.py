@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -174,7 +174,7 @@ def _print_results(results: list[IngestResult]) -> None:
                 click.echo(f"  conventions matched: {seen}")
             _print_stitch(r.stitch)
         if r.assumptions:
-            said = "; ".join(f"{k}: {v}" for k, v in r.assumptions.items())
+            said = "; ".join(f"{k}: {_assumed(k, v)}" for k, v in r.assumptions.items())
             click.echo(f"  clock ({r.clock_domain}): {said}")
         for warning in r.warnings:
             level = "error" if r.status == "wrong format" else "warning"
@@ -215,3 +215,16 @@ def formats_cmd() -> None:
     click.echo("\nOpenTelemetry producer conventions (any of the OTel formats above):")
     for name, doc in PRODUCERS.items():
         click.echo(f"  {name:20} {doc}")
+
+
+def _assumed(key: str, value: object) -> object:
+    """A clock assumption as a person reads it: a time in ns since the epoch (`end_ns`,
+    `start_ns`) as a UTC clock time, to the ms; anything else as it is.
+
+    >>> _assumed("end_ns", 1_796_620_286_623_946_202), _assumed("interval_s", 1.0)
+    ('2026-12-07 05:11:26.623 UTC', 1.0)
+    """
+    if key.endswith("_ns") and isinstance(value, int) and not isinstance(value, bool):
+        at = datetime.fromtimestamp(value // 1000 / 1e6, UTC)
+        return at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+    return value

@@ -58,3 +58,25 @@ def test_run_without_token_timings(tmp_path):
     assert verdicts["tbt_p95_ms"] == "n/a"  # llmperf records no chunk times
     assert verdicts["ttft_p95_ms"] == "unchanged"
     assert report.measurement.context["requests"] == 150
+
+
+def test_a_server_log_without_token_counts_leaves_unknown_kpis_out(tmp_path):
+    """vLLM 0.6.3's request logging gives each request's arrival and end, not its tokens or
+    first token: the token throughput and SLO attainment are unknown, not 0 (the TTFT SLO can
+    judge no request), and the profile leaves the output tokens out."""
+    log = REAL.parent / "vllm"
+    log /= "vllm_v0_0.6.3post1_pp4_request_logging_received_added_finished_uvicorn_mapcoder.log"
+    ds = tmp_path / "log.tq"
+    ingest([log], ds)
+    report = build_report(ds, findings=False, headroom=False)
+    values = report.measurement.values
+    assert report.measurement.context["requests"] == 41 and values["e2e_p95_ms"] is not None
+    assert values["output_tokens_per_s"] is None
+    assert values["slo_attainment"] is None and values["goodput_rps"] is None
+    md = tmp_path / "r.md"
+    r = CliRunner().invoke(
+        cli, ["report", str(ds), "--no-findings", "--no-headroom", "-o", str(md)]
+    )
+    assert r.exit_code == 0, r.output
+    assert "SLO attainment" in r.output and "0.00 %" not in r.output.split("Error rate")[0]
+    assert "prompt tokens;" in md.read_text() and "0 output tokens" not in md.read_text()

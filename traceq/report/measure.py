@@ -95,12 +95,16 @@ def measure(
             values[f"{metric}_p{round(q * 100)}_ms"] = v
     rate = n / duration if duration > 0 else None
     out_tokens = k["output_tokens"] or 0
+    # Unknown is not zero: a log without token counts has no token throughput, and where no
+    # request has a TTFT (a server log without request stamps) the TTFT SLO judges nothing
+    tokens_known = k["output_tokens"] is not None
+    judged = n > 0 and (slo.get("ttft_ms") is None or k["ttft_measured"] > 0)
     gpu_hours = n_gpus * duration / 3600
     values |= {
         "requests_per_s": rate,
-        "output_tokens_per_s": out_tokens / duration if duration > 0 else None,
-        "goodput_rps": k["good_requests"] / duration if duration > 0 else None,
-        "slo_attainment": k["good_requests"] / n if n else None,
+        "output_tokens_per_s": out_tokens / duration if duration > 0 and tokens_known else None,
+        "goodput_rps": k["good_requests"] / duration if duration > 0 and judged else None,
+        "slo_attainment": k["good_requests"] / n if judged else None,
         "error_rate": k["errors"] / n if n else None,
         "cost_per_1m_output_tokens": (
             gpu_hours * gpu_hour_usd / out_tokens * 1e6 if out_tokens and duration > 0 else None

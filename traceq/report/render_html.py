@@ -213,6 +213,8 @@ def _phases(r: Report) -> str:
 
 
 def _tokens(total: int, per_request: pl.Series) -> str:
+    if per_request.is_null().all():
+        return "—"  # not recorded by any source, not 0
     mean, p50 = per_request.mean(), per_request.median()
     return f"{total:,} (per request: mean {fmt.value(mean)}, p50 {fmt.value(p50)})"
 

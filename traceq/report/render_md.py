@@ -150,14 +150,20 @@ def render_md(r: Report, charts: list[Chart], chart_dir: str | None) -> str:
         ],
     )
     c = m.context
+    # token counts a source did not record are left out, not written as 0
+    tokens = [
+        f"{c[k]:,} {what}"
+        for k, what in (("prompt_tokens", "prompt"), ("output_tokens", "output"))
+        if m.samples["requests"][k].is_not_null().any()
+    ]
     lines += [
         "",
         "## Request profile",
         "",
         f"{c['requests']:,} requests ({c['errors']:,} failed) over "
-        f"{fmt.duration(c['duration_s'])}; {c['prompt_tokens']:,} prompt and "
-        f"{c['output_tokens']:,} output tokens; {counted(c['gpus'], 'GPU')}, "
-        f"{c['gpu_hours']:.3f} GPU-h.",
+        f"{fmt.duration(c['duration_s'])}; "
+        + (" and ".join(tokens) + " tokens; " if tokens else "")
+        + f"{counted(c['gpus'], 'GPU')}, {c['gpu_hours']:.3f} GPU-h.",
     ]
     if chart_dir is not None:
         lines += ["", "## Charts", ""]

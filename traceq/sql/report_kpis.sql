@@ -15,6 +15,7 @@ SELECT
     count(*) AS requests,
     count(error) AS errors,
     count(*) FILTER (WHERE coalesce(good, false)) AS good_requests,
+    count(ttft_ms) AS ttft_measured,
     min(t_arrival) AS t_start,
     max(t_arrival + e2e_ns) AS t_end,
     (max(t_arrival + e2e_ns) - min(t_arrival)) / 1e9 AS duration_s,

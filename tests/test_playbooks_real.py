@@ -87,6 +87,19 @@ def test_sigterm_shutdown_is_not_an_engine_failure(diagnoses):
     assert not any(c.id == "engine-failure" and c.status == "confirmed" for c in f.causes)
 
 
+def test_http_errors_of_a_server_log_are_the_failures_by_kind(diagnoses):
+    """A log whose failures are its access lines only (`POST /v1/chat/completions 400`, 18 of
+    them, request logging off): the evidence table lists them, never empty under the
+    incident that counts them."""
+    name = "vllm_v1_0.13.0nv_gb10_qwen25_14b_fp8_docker_full_400_max_tokens_errors_guardkit"
+    f = {f.id: f for f in diagnoses[name].findings}["error-rate"]
+    assert f.status == "fail" and "18 of " in f.message
+    (errors,) = [e for e in f.evidence if e.id == "errors"]
+    assert [(r["error"], r["requests"]) for r in errors.rows] == [
+        ("HTTP 400 POST /v1/chat/completions", 18)
+    ]
+
+
 def test_healthy_real_logs_raise_no_high_severity_finding(diagnoses):
     for name in (
         "vllm_v1_0.10.1.1_stats_10conc_1k_4k_A100_dennislee22_excerpt",

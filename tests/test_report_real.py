@@ -80,3 +80,16 @@ def test_a_server_log_without_token_counts_leaves_unknown_kpis_out(tmp_path):
     assert r.exit_code == 0, r.output
     assert "SLO attainment" in r.output and "0.00 %" not in r.output.split("Error rate")[0]
     assert "prompt tokens;" in md.read_text() and "0 output tokens" not in md.read_text()
+
+
+def test_times_from_the_runs_own_start_read_as_such(tmp_path):
+    """llmperf stamps requests from its own start, not the epoch: the report and the
+    incidents say `00:00:00 into the run`, never a date in 1970."""
+    ds = tmp_path / "llmperf.tq"
+    ingest([REAL / "llmperf"], ds)
+    md = tmp_path / "r.md"
+    r = CliRunner().invoke(cli, ["report", str(ds), "--no-headroom", "-o", str(md)])
+    assert r.exit_code == 0, r.output
+    text = md.read_text()
+    assert "00:00:00 → 00:00:03 into the run (3.6 s)" in text
+    assert "into the run for" in text and "1970" not in text

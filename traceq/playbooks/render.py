@@ -41,7 +41,10 @@ def _started(at: str) -> str:
 
 def _window(w: dict[str, Any]) -> str:
     span = duration_ms((w.get("end", 0) - w.get("start", 0)) / 1e6)
-    return f"{_clock(w.get('start'))} → {_clock(w.get('end'))} UTC ({span})"
+    start = w.get("start")
+    if start is not None and 0 <= start < story.RELATIVE_BELOW_NS:
+        return f"from {story.clock(start)} for {span}"
+    return f"{_clock(start)} → {_clock(w.get('end'))} UTC ({span})"
 
 
 def summary_line(d: Diagnosis) -> str:

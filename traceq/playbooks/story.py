@@ -24,8 +24,21 @@ def iso(ns: int) -> str:
     return at.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+RELATIVE_BELOW_NS = 10**17
+"""Times below this (1973 in ns since the epoch) are offsets from the run's start: a
+load-test export that records times relative to its own start (llmperf, inference-perf)."""
+
+
 def clock(ns: int) -> str:
-    """`2025-06-15 10:00:40 UTC`: always with the date, as a run may span days."""
+    """`2025-06-15 10:00:40 UTC`: always with the date, as a run may span days; a time
+    relative to the run's start as `00:17:10 into the run`.
+
+    >>> clock(1_749_981_640_000_000_000), clock(1_030_000_000_000)
+    ('2025-06-15 10:00:40 UTC', '00:17:10 into the run')
+    """
+    if 0 <= ns < RELATIVE_BELOW_NS:
+        seconds = ns // 10**9
+        return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d} into the run"
     return datetime.fromtimestamp(ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from traceq.playbooks.story import RELATIVE_BELOW_NS, clock
 from traceq.playbooks.words import duration_ms
 from traceq.report.compare import Change
 
@@ -114,12 +115,17 @@ def span(time_range: dict[str, Any]) -> str:
     '2025-06-15 10:00:00 → 10:00:58 UTC (57.7 s)'
     >>> span({"start_ns": 1_749_981_600_000_000_000, "end_ns": 1_750_068_000_000_000_000})
     '2025-06-15 10:00:00 → 2025-06-16 10:00:00 UTC (24.00 h)'
+    >>> span({"start_ns": 0, "end_ns": 3_600_000_000})
+    '00:00:00 → 00:00:03 into the run (3.6 s)'
     >>> span({"start": None, "end": None})
     'no time range'
     """
     start, end = time_range.get("start_ns"), time_range.get("end_ns")
     if start is None or end is None:
         return "no time range"
+    if 0 <= start < RELATIVE_BELOW_NS:  # times from the run's own start (a load-test export)
+        since = clock(start).removesuffix(" into the run")
+        return f"{since} → {clock(end)} ({duration((end - start) / 1e9)})"
     first = datetime.fromtimestamp(round(start / 1e9), UTC)
     last = datetime.fromtimestamp(round(end / 1e9), UTC)
     tail = last.strftime("%H:%M:%S" if last.date() == first.date() else "%Y-%m-%d %H:%M:%S")

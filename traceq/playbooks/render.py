@@ -159,7 +159,9 @@ def _bounds(p: Param) -> str:
 
 
 def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text for one Markdown table cell: one line, its own pipes escaped, no spaces at the
+    ends (a folded YAML text ends in a newline)."""
+    return " ".join(str(text).replace("|", "\\|").split())
 
 
 def _table(columns: list[str], rows: list[dict[str, Any]]) -> list[str]:

@@ -188,5 +188,5 @@ def test_cli_synth_and_demo(tmp_path, demo_run):
     # `traceq demo -o DIR`, run once per session (tests/conftest.py; test_cli.py reads it too)
     assert demo_run.result.returncode == 0, demo_run.result.stderr
     out = demo_run.result.stdout
-    assert "| kv-pressure" in out and "ttft_p99" in out
+    assert "| kv-pressure" in out and "TTFT p99" in out
     assert (demo_run.out / "healthy.tq" / "manifest.json").is_file()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import click
 
 from traceq.cli.common import Failure
+from traceq.playbooks.story import stamp
 from traceq.playbooks.words import counted
 
 if TYPE_CHECKING:
@@ -225,6 +226,5 @@ def _assumed(key: str, value: object) -> object:
     ('2026-12-07 05:11:26.623 UTC', 1.0)
     """
     if key.endswith("_ns") and isinstance(value, int) and not isinstance(value, bool):
-        at = datetime.fromtimestamp(value // 1000 / 1e6, UTC)
-        return at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+        return stamp(value) + " UTC"
     return value

@@ -41,28 +41,14 @@ def parse_slo(text: str | None) -> dict[str, float | None]:
 
 
 def _trend(directory: str, last: int) -> None:
-    from traceq.report.trend import history
+    from traceq.report.trend import history, readable
 
     if not Path(directory).is_dir():
         raise Failure(f"--trend {directory}: not a directory")
     frame = history(directory, last)
     if frame.height == 0:
         raise Failure(f"--trend {directory}: no traceq baseline or JSON report in it")
-    click.echo(render_frame(_human_trend(frame.drop("start_ns")), "table"), nl=False)
-
-
-def _human_trend(frame):  # type: ignore[no-untyped-def]
-    """The trend table as a person reads it: KPI labels, each value in its unit."""
-    import polars as pl
-
-    from traceq.report import fmt
-    from traceq.report.kpis import BY_NAME
-
-    columns = {"run": frame["run"]}
-    for name in frame.columns[1:]:
-        k = BY_NAME[name]
-        columns[k.label] = pl.Series([fmt.measure(v, k.unit) for v in frame[name]], dtype=pl.String)
-    return pl.DataFrame(columns)
+    click.echo(render_frame(readable(frame), "table"), nl=False)
 
 
 @click.command("report")

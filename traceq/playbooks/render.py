@@ -172,9 +172,9 @@ def _table(columns: list[str], rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-EPOCH_NS = (10**17, 10**19)
-"""Integers in this range are read as times (ns since the epoch: 1973 to 2286); no duration
-a query shows is three years long."""
+EPOCH_NS_END = 10**19
+"""Integers from `story.RELATIVE_BELOW_NS` (1973) to this (2286) are read as times, ns since
+the epoch; no duration a query shows is three years long."""
 
 
 def _value(v: Any) -> str:
@@ -189,10 +189,7 @@ def _value(v: Any) -> str:
     if isinstance(v, bool):
         return str(v)
     if isinstance(v, int):
-        if EPOCH_NS[0] <= v < EPOCH_NS[1]:
-            at = datetime.fromtimestamp(v // 1000 / 1e6, UTC)
-            return at.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-        return f"{v:,}"
+        return story.stamp(v) if story.RELATIVE_BELOW_NS <= v < EPOCH_NS_END else f"{v:,}"
     if isinstance(v, float):
         if v != v:
             return "—"

@@ -29,6 +29,15 @@ RELATIVE_BELOW_NS = 10**17
 load-test export that records times relative to its own start (llmperf, inference-perf)."""
 
 
+def stamp(ns: int) -> str:
+    """A time to the millisecond, UTC implied: `2025-06-15 10:00:10.250`.
+
+    >>> stamp(1_749_981_610_250_000_000)
+    '2025-06-15 10:00:10.250'
+    """
+    return datetime.fromtimestamp(ns // 1000 / 1e6, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
 def clock(ns: int) -> str:
     """`2025-06-15 10:00:40 UTC`: always with the date, as a run may span days; a time
     relative to the run's start as `00:17:10 into the run`.

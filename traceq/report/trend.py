@@ -9,7 +9,8 @@ from typing import Any
 import orjson
 import polars as pl
 
-from traceq.report.kpis import MAIN_KPIS
+from traceq.report import fmt
+from traceq.report.kpis import BY_NAME, MAIN_KPIS
 
 
 def history(directory: str | Path, last: int = 10) -> pl.DataFrame:
@@ -32,6 +33,16 @@ def history(directory: str | Path, last: int = 10) -> pl.DataFrame:
     schema = {"run": pl.String, "start_ns": pl.Int64, **{k: pl.Float64 for k in MAIN_KPIS}}
     frame = pl.DataFrame(rows, schema=schema)
     return frame.sort("start_ns", "run", nulls_last=True).tail(last)
+
+
+def readable(frame: pl.DataFrame) -> pl.DataFrame:
+    """`history` as a person reads it (`traceq report --trend`): KPI labels for headings, each
+    value in its unit."""
+    columns = {"run": frame["run"]}
+    for name in MAIN_KPIS:
+        k = BY_NAME[name]
+        columns[k.label] = pl.Series([fmt.measure(v, k.unit) for v in frame[name]], dtype=pl.String)
+    return pl.DataFrame(columns)
 
 
 def long_form(frame: pl.DataFrame) -> pl.DataFrame:

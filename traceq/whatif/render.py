@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from traceq.playbooks.words import duration_ms
+from traceq.playbooks.words import counted, duration_ms
 from traceq.render import render_frame
 from traceq.whatif.limits import KNOBS, Limit, SettingValue
 from traceq.whatif.model import Capacity, Outcome, Quantiles, WhatIf
@@ -115,7 +115,7 @@ def _fleet(c: Capacity, replicas: int | None) -> str:
 
 
 def _count(n: int | None, noun: str) -> str:
-    return "none" if n is None else f"{n:,} {noun}{'' if n == 1 else 's'}"
+    return "none" if n is None else counted(n, noun)
 
 
 def _speed(speed: Speed | None) -> list[str]:

@@ -213,8 +213,8 @@ def _is_prefix_of_json(line: bytes) -> bool:
     return text.startswith(b"{") and not text.endswith(b"}")
 
 
-_WRAPPED = re.compile(rb'\s*\{\s*"(?:trace|result)"\s*:\s*\{')
 WRAPPERS = ("trace", "result")  # Tempo API v2, Jaeger api/v3
+_WRAPPED = re.compile(rb'\s*\{\s*"(?:' + "|".join(WRAPPERS).encode() + rb')"\s*:\s*\{')
 
 
 def read_document(data: bytes) -> list[bytes] | None:

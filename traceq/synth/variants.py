@@ -86,7 +86,7 @@ KNOBS: dict[str, tuple[Knob, ...]] = {
              0.005, 0.012, 0.03),
         Knob("faults.client_stall_s", "s (min, max)",
              "tbt-jitter's stall floor is 250 ms: mild stalls of 0.3–0.4 s are 1.2–1.6× it "
-             "(at 0.5 % of chunks, 2–5 stalls per 1000 gaps against a floor of 2)",
+             "(at 0.5 % of chunks, 2–5 stalls per 1,000 gaps against a floor of 2)",
              (0.3, 0.4), (0.3, 0.5), (0.15, 0.6)),
     ),
     "prefill-interference": (

@@ -105,6 +105,22 @@ def test_catalog_documents_every_column(dataset):
     assert one["column"].to_list()[:3] == ["request_id", "source_id", "idx"]
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT comment FROM duckdb_columns() WHERE table_name = 'request_phases' "
+        "AND column_name = 'ttft_ms'",
+        "SELECT column_comment FROM information_schema.columns "
+        "WHERE table_name = 'request_phases' AND column_name = 'ttft_ms'",
+    ],
+)
+def test_a_users_query_of_duckdbs_catalogue_shows_the_docs(dataset, sql):
+    # the docs are put in place when first asked for, not at the open
+    with Session(dataset) as s:
+        s.query("SELECT count(*) FROM request_phases")
+        assert s.query(sql).item() == "ttft_ns in milliseconds."
+
+
 def test_sources_view_lists_the_manifest(dataset):
     with Session(dataset) as s:
         sources = s.sources()

@@ -4,7 +4,7 @@ Tables are views over the Parquet files the manifest lists (empty tables of the 
 when a table has no file yet); the public views come from the SQL files `VIEW_FILES` names
 (traceq/docs.py), `kpi_latency` reading back the figures an ingest stored when they match
 the files (traceq/stored_kpis.py); `sources` lists the manifest's sources. Every table, view and
-column carries its doc as a DuckDB comment (`duckdb_columns().comment`). With
+column carries its doc as a DuckDB comment (`duckdb_columns().comment`; `document`). With
 `read_only=True` (the default) the connection can read only the dataset's own files: external
 access is switched off and the configuration locked, so SQL cannot write or reach any other
 file or the network.
@@ -42,9 +42,10 @@ def _deferred(sql: str) -> str:
     """`sql` (a file of `VIEW_FILES`) with each of its views created `WITH (DEFER_BINDING)`:
     DuckDB binds such a view when a statement first reads it, not when it is created. Binding
     at creation bound each internal view once on its own and again inside every view above
-    it; `_comment` still binds the public views (a column's comment needs its columns), so a
-    view that does not bind still fails the open. The files keep the plain `CREATE OR REPLACE
-    VIEW name AS` that sqlglot parses (traceq/spark/translate.py, traceq/docs.py). Measured
+    it; `document` binds the public views (a column's comment needs its columns), so a view
+    that does not bind fails `open()`, and a session's first statement that reads it. The
+    files keep the plain `CREATE OR REPLACE VIEW name AS` that sqlglot parses
+    (traceq/spark/translate.py, traceq/docs.py). Measured
     (a 200-request dataset, six opens each): `connect` 0.62-0.84 s against 0.76-1.11.
 
     >>> _deferred("CREATE OR REPLACE VIEW kpis AS SELECT 1")
@@ -81,8 +82,11 @@ def connect(
     temp_dir: str | os.PathLike[str] | None = None,
     threads: int | None = None,
     read_only: bool = True,
+    documented: bool = True,
 ) -> duckdb.DuckDBPyConnection:
-    """A connection over the files `manifest` lists (read once by the caller)."""
+    """A connection over the files `manifest` lists (read once by the caller). With
+    `documented=False` the docs are left for `document` to put in place when first asked for:
+    of the ~0.6 s an open costs, ~0.45 s is the COMMENT statements (a 200-request dataset)."""
     con = duckdb.connect(":memory:")
     if isinstance(ds, RemoteDataset):
         # read through the dataset's fsspec filesystem, never an extension DuckDB would fetch;
@@ -113,7 +117,8 @@ def connect(
     for name in VIEW_FILES:
         con.execute(_deferred(load(name)))
     files += _register_kpis(con, ds, manifest)
-    _comment(con)
+    if documented:
+        document(con)
     if read_only:
         _lock_down(con, files)
     return con
@@ -303,8 +308,9 @@ def docs() -> tuple[tuple[str, str, str], ...]:
     return tuple(out)
 
 
-def _comment(con: duckdb.DuckDBPyConnection) -> None:
+def document(con: duckdb.DuckDBPyConnection) -> None:
     """Put every doc where DuckDB shows it (`duckdb_views()`, `duckdb_columns().comment`).
+    Binds every public view (a column's comment needs its columns).
 
     COMMENT ON takes no bound parameters, so each statement is assembled here: names come
     from traceq's own schema and view files and are checked against a plain-identifier

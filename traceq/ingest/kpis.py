@@ -63,6 +63,7 @@ def _settled(ds: Dataset, manifest: dict[str, Any], min_chunks: int) -> dict[str
             temp_dir=scratch / "duckdb.tmp",
             threads=1,  # sums in one order: the means' last bits as a one-thread query's
             read_only=False,
+            documented=False,  # nothing here reads the docs
         )
         try:
             tmp = scratch / "kpis.parquet"

@@ -191,6 +191,16 @@ def test_a_throttled_gpus_grown_batch_is_not_the_cause(samples):
     assert causes["large-batch"].status == "not_confirmed", causes["large-batch"].evidence
 
 
+def test_the_tail_of_a_throttled_gpu_says_so_and_a_healthy_ones_does_not(samples):
+    """The incident blames the SM clock; its tail must not say "nothing unusual"."""
+    (incident,) = samples["gpu-throttle"].incidents
+    tpot = next(m for m in incident.tail if m["metric"] == "tpot")
+    assert "decoded on a throttled GPU (SM clock down to 1," in tpot["line"], tpot["line"]
+    assert "from 1,980)" in tpot["line"]
+    for m in samples["healthy"].tail:
+        assert "throttled" not in m["line"], m["line"]
+
+
 def test_slow_decode_floor_is_weights_plus_the_batchs_kv_plus_usual_prefill(samples):
     """The floor a finding compares TPOT with is what a step must read (weights + the KV
     cache of the decoding batch, at 128 KiB a token from the start-up log) stretched by the

@@ -40,11 +40,17 @@ PARAMS: dict[str, float] = {
     "warmup_s": 60,
     # KV-cache usage from which the cache is full (as kv-pressure reads it)
     "kv_full": 0.95,
+    # drop of the busy SM clock below the run's highest from which the GPU counts as
+    # throttled (slow-decode's gpu-throttle: boost clocks wander 5-10 %, a cap takes 20 %+)
+    "clock_drop": 0.2,
     # seconds between stats lines a request's interval may reach forward (vLLM logs every
     # 5-10 s, so a short request may have no line inside its own interval)
     "stats_lag_s": 10,
 }
 METRICS = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "e2e"}
+_FIGURES = ("ahead_tokens", "kv_max", "clock_mhz", "top_mhz")
+"""A group's figures (null unless its state has them): the longest prefill ahead (tokens),
+the highest KV-cache usage (0-1), the lowest busy SM clock and the run's highest (MHz)."""
 _PHASES = {
     "queue": "waited in queue",
     "prefill": "were in prefill",
@@ -56,6 +62,7 @@ _STATES = {
     "preempted": "after being preempted",
     "kv-full": "with the KV cache full",
     "warm-up": "during warm-up",
+    "throttled": "on a throttled GPU{clocks}",
     "long-prefill": "behind a prefill of {ahead}",
     "long-prompt": "on a long prompt of their own",
     "long-output": "on a long output of their own",
@@ -86,9 +93,7 @@ def explain(session: Executor, start: int, end: int) -> list[dict[str, Any]]:
         )
         m["tail"] += row["requests"]
         m["threshold_ms"] = min(m["threshold_ms"], row["threshold_ms"])
-        m["groups"].append(
-            {k: row[k] for k in ("phase", "state", "requests", "ahead_tokens", "kv_max")}
-        )
+        m["groups"].append({k: row[k] for k in ("phase", "state", "requests", *_FIGURES)})
     for m in out.values():
         for g in m["groups"]:
             g["share"] = round(g["requests"] / m["tail"], 3)
@@ -113,7 +118,9 @@ def _group(metric: str, g: dict[str, Any]) -> str:
     ahead = (
         "a long prompt" if not n else f"{'' if g['requests'] == 1 else 'up to '}{count(n)} tokens"
     )
-    state = _STATES[g["state"]].format(ahead=ahead)
+    low, top = g.get("clock_mhz"), g.get("top_mhz")
+    clocks = f" (SM clock down to {low:,.0f} MHz from {top:,.0f})" if low and top else ""
+    state = _STATES[g["state"]].format(ahead=ahead, clocks=clocks)
     if metric == "tpot":
         return f"{share} decoded {state}"
     return f"{share} {_PHASES[g['phase']]} {state}"

@@ -8,6 +8,9 @@
 --   kv-full       the KV cache reached $kv_full in a stats line of the interval (or the
 --                 next one: stats lines come every few seconds);
 --   warm-up       it arrived within $warmup_s of the engine reporting ready;
+--   throttled     the busy SM clock of the windows its interval overlaps (window_stats:
+--                 every GPU's samples at util_gpu >= 50 %) averaged $clock_drop or more
+--                 below the run's highest window;
 --   long-prefill  another request's prefill of $long_prompt_tokens or more uncached tokens
 --                 overlapped the interval;
 --   long-prompt   (TTFT) its own prompt was that long; long-output (e2e) its own output
@@ -113,6 +116,18 @@ warm AS (
     JOIN ready AS e ON e.ts <= t.t_arrival
         AND t.t_arrival - e.ts <= CAST($warmup_s * 1e9 AS BIGINT)
 ),
+clocks AS (
+    SELECT ts, ts_end, sm_clock_busy_mhz AS mhz, max(sm_clock_busy_mhz) OVER () AS top_mhz
+    FROM window_stats
+    WHERE sm_clock_busy_mhz IS NOT NULL
+),
+throttled AS (
+    SELECT t.metric, t.request_id, avg(c.mhz) AS clock_mhz, max(c.top_mhz) AS top_mhz
+    FROM tail AS t
+    JOIN clocks AS c ON c.ts < t.b AND c.ts_end > t.a
+    GROUP BY ALL
+    HAVING avg(c.mhz) <= (1 - $clock_drop) * max(c.top_mhz)
+),
 judged AS (
     SELECT
         t.metric,
@@ -137,17 +152,21 @@ judged AS (
             WHEN t.request_id IN (SELECT request_id FROM preempted) THEN 'preempted'
             WHEN k.kv_max >= $kv_full THEN 'kv-full'
             WHEN w.request_id IS NOT NULL THEN 'warm-up'
+            WHEN th.request_id IS NOT NULL THEN 'throttled'
             WHEN b.ahead_tokens IS NOT NULL THEN 'long-prefill'
             WHEN t.metric = 'ttft' AND t.new_tokens >= $long_prompt_tokens THEN 'long-prompt'
             WHEN t.metric = 'e2e' AND t.output_tokens >= s.long_output_tokens THEN 'long-output'
             ELSE 'none'
         END AS state,
         b.ahead_tokens,
-        k.kv_max
+        k.kv_max,
+        th.clock_mhz,
+        th.top_mhz
     FROM tail AS t
     LEFT JOIN behind AS b USING (metric, request_id)
     LEFT JOIN kv AS k USING (metric, request_id)
     LEFT JOIN warm AS w USING (metric, request_id)
+    LEFT JOIN throttled AS th USING (metric, request_id)
     CROSS JOIN sized AS s
 )
 SELECT
@@ -159,7 +178,9 @@ SELECT
     any_value(p99_ns) / 1e6 AS p99_ms,
     min(v) / 1e6 AS threshold_ms,
     max(ahead_tokens) AS ahead_tokens,
-    max(kv_max) AS kv_max
+    max(kv_max) AS kv_max,
+    min(clock_mhz) FILTER (WHERE state = 'throttled') AS clock_mhz,
+    max(top_mhz) FILTER (WHERE state = 'throttled') AS top_mhz
 FROM judged
 GROUP BY metric, phase, state
 ORDER BY metric, requests DESC, phase, state

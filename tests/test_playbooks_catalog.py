@@ -201,6 +201,15 @@ def test_the_tail_of_a_throttled_gpu_says_so_and_a_healthy_ones_does_not(samples
         assert "throttled" not in m["line"], m["line"]
 
 
+def test_a_request_slow_to_tokenize_is_not_blamed_on_the_engine(samples):
+    """The tokenizer runs before the engine sees the request: a prefill or a full KV cache
+    at the time is no reason for it."""
+    ttft = next(m for m in samples["slow-tokenizer"].tail if m["metric"] == "ttft")
+    assert ttft["line"].split(": ", 1)[1].startswith("80 % were being tokenized;"), ttft["line"]
+    tokenized = [g for g in ttft["groups"] if g["phase"] == "tokenize"]
+    assert {g["state"] for g in tokenized} == {"none", "long-prompt"}
+
+
 def test_slow_decode_floor_is_weights_plus_the_batchs_kv_plus_usual_prefill(samples):
     """The floor a finding compares TPOT with is what a step must read (weights + the KV
     cache of the decoding batch, at 128 KiB a token from the start-up log) stretched by the

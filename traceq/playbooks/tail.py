@@ -123,4 +123,6 @@ def _group(metric: str, g: dict[str, Any]) -> str:
     state = _STATES[g["state"]].format(ahead=ahead, clocks=clocks)
     if metric == "tpot":
         return f"{share} decoded {state}"
+    if g["phase"] == "tokenize" and g["state"] == "none":  # before the engine: nothing to add
+        return f"{share} {_PHASES['tokenize']}"
     return f"{share} {_PHASES[g['phase']]} {state}"

@@ -16,6 +16,8 @@
 --   long-prompt   (TTFT) its own prompt was that long; long-output (e2e) its own output
 --                 was in the window's longest 5 %;
 --   none          none of these.
+-- A request whose dominant phase is tokenization gets only long-prompt or none: the
+-- tokenizer runs before the engine sees it.
 -- One row per (metric, phase, state), with the metric's p99 and tail threshold.
 WITH sized AS (
     -- one pass over the window's successful requests, narrow (a window can hold millions):
@@ -128,12 +130,9 @@ throttled AS (
     GROUP BY ALL
     HAVING avg(c.mhz) <= (1 - $clock_drop) * max(c.top_mhz)
 ),
-judged AS (
+phased AS (
     SELECT
-        t.metric,
-        t.n,
-        t.p99_ns,
-        t.v,
+        t.*,
         CASE
             WHEN t.metric = 'tpot' THEN 'decode'
             WHEN coalesce(t.queue_ns, 0) >= greatest(
@@ -147,8 +146,22 @@ judged AS (
                 AND t.prefill_ns > 0 THEN 'prefill'
             WHEN t.tokenize_ns > 0 THEN 'tokenize'
             ELSE 'unstamped'
-        END AS phase,
+        END AS phase
+    FROM tail AS t
+),
+judged AS (
+    SELECT
+        t.metric,
+        t.n,
+        t.p99_ns,
+        t.v,
+        t.phase,
         CASE
+            -- the tokenizer runs on the server's CPU before the engine sees the request:
+            -- what the engine was doing does not hold it up, only the prompt's own length
+            WHEN t.phase = 'tokenize' THEN
+                CASE WHEN t.metric = 'ttft' AND t.new_tokens >= $long_prompt_tokens
+                    THEN 'long-prompt' ELSE 'none' END
             WHEN t.request_id IN (SELECT request_id FROM preempted) THEN 'preempted'
             WHEN k.kv_max >= $kv_full THEN 'kv-full'
             WHEN w.request_id IS NOT NULL THEN 'warm-up'
@@ -162,7 +175,7 @@ judged AS (
         k.kv_max,
         th.clock_mhz,
         th.top_mhz
-    FROM tail AS t
+    FROM phased AS t
     LEFT JOIN behind AS b USING (metric, request_id)
     LEFT JOIN kv AS k USING (metric, request_id)
     LEFT JOIN warm AS w USING (metric, request_id)
@@ -177,8 +190,8 @@ SELECT
     any_value(n) AS metric_requests,
     any_value(p99_ns) / 1e6 AS p99_ms,
     min(v) / 1e6 AS threshold_ms,
-    max(ahead_tokens) AS ahead_tokens,
-    max(kv_max) AS kv_max,
+    max(ahead_tokens) FILTER (WHERE state = 'long-prefill') AS ahead_tokens,
+    max(kv_max) FILTER (WHERE state = 'kv-full') AS kv_max,
     min(clock_mhz) FILTER (WHERE state = 'throttled') AS clock_mhz,
     max(top_mhz) FILTER (WHERE state = 'throttled') AS top_mhz
 FROM judged

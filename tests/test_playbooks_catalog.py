@@ -201,6 +201,16 @@ def test_the_tail_of_a_throttled_gpu_says_so_and_a_healthy_ones_does_not(samples
         assert "throttled" not in m["line"], m["line"]
 
 
+def test_the_tail_of_a_burst_says_the_queue_grew_with_the_arrivals(samples):
+    (incident,) = samples["queue-overload"].incidents
+    ttft = next(m for m in incident.tail if m["metric"] == "ttft")
+    assert ttft["line"].endswith(
+        ": 100 % waited in queue during a burst of arrivals (3.9 req/s against 0.9 typically)"
+    ), ttft["line"]
+    for m in samples["healthy"].tail:  # Poisson arrivals at ~1 req/s: no window is a burst
+        assert "burst" not in m["line"], m["line"]
+
+
 def test_a_request_slow_to_tokenize_is_not_blamed_on_the_engine(samples):
     """The tokenizer runs before the engine sees the request: a prefill or a full KV cache
     at the time is no reason for it."""

@@ -43,14 +43,21 @@ PARAMS: dict[str, float] = {
     # drop of the busy SM clock below the run's highest from which the GPU counts as
     # throttled (slow-decode's gpu-throttle: boost clocks wander 5-10 %, a cap takes 20 %+)
     "clock_drop": 0.2,
+    # a window of at least this many times the run's median arrival rate is a burst (the
+    # queue grows while arrivals outrun the engine; ttft-queueing's arrival-burst cause)...
+    "burst_factor": 2.0,
+    # ...and at least this many arrivals: at a few requests a window, twice the median is
+    # Poisson noise, not a burst
+    "burst_min_arrivals": 10,
     # seconds between stats lines a request's interval may reach forward (vLLM logs every
     # 5-10 s, so a short request may have no line inside its own interval)
     "stats_lag_s": 10,
 }
 METRICS = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "e2e"}
-_FIGURES = ("ahead_tokens", "kv_max", "clock_mhz", "top_mhz")
+_FIGURES = ("ahead_tokens", "kv_max", "clock_mhz", "top_mhz", "rate_rps", "typical_rps")
 """A group's figures (null unless its state has them): the longest prefill ahead (tokens),
-the highest KV-cache usage (0-1), the lowest busy SM clock and the run's highest (MHz)."""
+the highest KV-cache usage (0-1), the lowest busy SM clock and the run's highest (MHz), the
+burst's arrival rate and the run's typical one (requests/s)."""
 _PHASES = {
     "queue": "waited in queue",
     "prefill": "were in prefill",
@@ -63,6 +70,7 @@ _STATES = {
     "kv-full": "with the KV cache full",
     "warm-up": "during warm-up",
     "throttled": "on a throttled GPU{clocks}",
+    "burst": "during a burst of arrivals{rates}",
     "long-prefill": "behind a prefill of {ahead}",
     "long-prompt": "on a long prompt of their own",
     "long-output": "on a long output of their own",
@@ -108,11 +116,14 @@ def line(m: dict[str, Any], top: int = 3) -> str:
         f"(slowest {count(m['tail'])} of {count(m['requests'])} requests, "
         f"from {duration_ms(m['threshold_ms'])})"
     )
-    parts = [_group(m["metric"], g) for g in m["groups"][:top]]
+    parts, told = [], set()
+    for g in m["groups"][:top]:  # a state's figures once a line, at its first group
+        parts.append(_group(m["metric"], g, figures=g["state"] not in told))
+        told.add(g["state"])
     return head + ": " + "; ".join(parts)
 
 
-def _group(metric: str, g: dict[str, Any]) -> str:
+def _group(metric: str, g: dict[str, Any], *, figures: bool = True) -> str:
     share = f"{g['share'] * 100:.0f} %"
     n = g.get("ahead_tokens")
     ahead = (
@@ -120,7 +131,11 @@ def _group(metric: str, g: dict[str, Any]) -> str:
     )
     low, top = g.get("clock_mhz"), g.get("top_mhz")
     clocks = f" (SM clock down to {low:,.0f} MHz from {top:,.0f})" if low and top else ""
-    state = _STATES[g["state"]].format(ahead=ahead, clocks=clocks)
+    rate, typical = g.get("rate_rps"), g.get("typical_rps")
+    rates = f" ({rate:,.1f} req/s against {typical:,.1f} typically)" if rate and typical else ""
+    if not figures:
+        clocks = rates = ""
+    state = _STATES[g["state"]].format(ahead=ahead, clocks=clocks, rates=rates)
     if metric == "tpot":
         return f"{share} decoded {state}"
     if g["phase"] == "tokenize" and g["state"] == "none":  # before the engine: nothing to add

@@ -11,10 +11,13 @@
 --   throttled     the busy SM clock of the windows its interval overlaps (window_stats:
 --                 every GPU's samples at util_gpu >= 50 %) averaged $clock_drop or more
 --                 below the run's highest window;
+--   burst         (queueing) a window its interval overlaps had $burst_min_arrivals arrivals
+--                 or more, at $burst_factor times the median arrival rate of the run's
+--                 windows or more;
 --   long-prefill  another request's prefill of $long_prompt_tokens or more uncached tokens
 --                 overlapped the interval;
---   long-prompt   (TTFT) its own prompt was that long; long-output (e2e) its own output
---                 was in the window's longest 5 %;
+--   long-prompt   (TTFT) its own prompt was that long; long-output (e2e, decoding) its own
+--                 output was in the window's longest 5 %;
 --   none          none of these.
 -- A request whose dominant phase is tokenization gets only long-prompt or none: the
 -- tokenizer runs before the engine sees it.
@@ -149,6 +152,17 @@ phased AS (
         END AS phase
     FROM tail AS t
 ),
+typical AS (
+    SELECT median(arrival_rate) AS rate FROM window_stats WHERE arrivals > 0
+),
+burst AS (
+    SELECT t.metric, t.request_id, max(w.arrival_rate) AS rate_rps, max(y.rate) AS typical_rps
+    FROM tail AS t
+    JOIN window_stats AS w ON w.ts < t.b AND w.ts_end > t.a
+    CROSS JOIN typical AS y
+    WHERE w.arrivals >= $burst_min_arrivals AND w.arrival_rate >= $burst_factor * y.rate
+    GROUP BY ALL
+),
 judged AS (
     SELECT
         t.metric,
@@ -166,20 +180,25 @@ judged AS (
             WHEN k.kv_max >= $kv_full THEN 'kv-full'
             WHEN w.request_id IS NOT NULL THEN 'warm-up'
             WHEN th.request_id IS NOT NULL THEN 'throttled'
+            WHEN u.request_id IS NOT NULL AND t.phase = 'queue' THEN 'burst'
             WHEN b.ahead_tokens IS NOT NULL THEN 'long-prefill'
             WHEN t.metric = 'ttft' AND t.new_tokens >= $long_prompt_tokens THEN 'long-prompt'
-            WHEN t.metric = 'e2e' AND t.output_tokens >= s.long_output_tokens THEN 'long-output'
+            WHEN t.metric = 'e2e' AND t.phase = 'decode' AND t.output_tokens >= s.long_output_tokens
+                THEN 'long-output'
             ELSE 'none'
         END AS state,
         b.ahead_tokens,
         k.kv_max,
         th.clock_mhz,
-        th.top_mhz
+        th.top_mhz,
+        u.rate_rps,
+        u.typical_rps
     FROM phased AS t
     LEFT JOIN behind AS b USING (metric, request_id)
     LEFT JOIN kv AS k USING (metric, request_id)
     LEFT JOIN warm AS w USING (metric, request_id)
     LEFT JOIN throttled AS th USING (metric, request_id)
+    LEFT JOIN burst AS u USING (metric, request_id)
     CROSS JOIN sized AS s
 )
 SELECT
@@ -193,7 +212,9 @@ SELECT
     max(ahead_tokens) FILTER (WHERE state = 'long-prefill') AS ahead_tokens,
     max(kv_max) FILTER (WHERE state = 'kv-full') AS kv_max,
     min(clock_mhz) FILTER (WHERE state = 'throttled') AS clock_mhz,
-    max(top_mhz) FILTER (WHERE state = 'throttled') AS top_mhz
+    max(top_mhz) FILTER (WHERE state = 'throttled') AS top_mhz,
+    max(rate_rps) FILTER (WHERE state = 'burst') AS rate_rps,
+    max(typical_rps) FILTER (WHERE state = 'burst') AS typical_rps
 FROM judged
 GROUP BY metric, phase, state
 ORDER BY metric, requests DESC, phase, state

@@ -136,7 +136,7 @@ def write_findings(dataset: Path, path: Path) -> Path:
     )
     lacking = Finding(id="gpu-underutilized", status="not_applicable", severity="medium",
                       title="GPU underutilized", message="not enough data: needs GPU "
-                      "utilisation samples (nvidia-smi or DCGM) (found 0, need 5)")  # fmt: skip
+                      "utilisation samples (nvidia-smi or DCGM) (none found)")  # fmt: skip
     queueing = Finding(id="ttft-queueing", status="warn", severity="high",
                        title="TTFT dominated by queueing", message="queueing is 94% of TTFT",
                        see="kv-pressure")  # fmt: skip

@@ -11,6 +11,7 @@ True
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -171,13 +172,13 @@ class Diagnosis:
 
     def not_run(self) -> dict[str, list[str]]:
         """The `not_applicable` playbooks grouped by the first input they lack (the engine
-        writes one "Add <needs> (found n, need m)" next check per unmet requirement)."""
+        writes one "Add <needs> (none found)" next check per unmet requirement, `shortfall`)."""
         groups: dict[str, list[str]] = {}
         for f in self.findings:
             if f.status == "not_applicable":
                 first = f.next_checks[0] if f.next_checks else f.message
                 need = first.removeprefix("Add ").removeprefix("not enough data: needs ")
-                groups.setdefault(need.split(" (found ")[0], []).append(f.id)
+                groups.setdefault(_SHORTFALL.sub("", need), []).append(f.id)
         return groups
 
     def failing(self, threshold: str = "info") -> list[Incident]:
@@ -189,3 +190,21 @@ class Diagnosis:
 def severity_rank(severity: str) -> int:
     """Position of `severity` in SEVERITIES (higher is worse); unknown → -1."""
     return SEVERITIES.index(severity) if severity in SEVERITIES else -1  # type: ignore[arg-type]
+
+
+def shortfall(needs: str, found: float, least: int) -> str:
+    """`needs` with how far the data fell short of a requirement of at least `least` rows.
+
+    >>> shortfall("engine stats lines", 0, 1), shortfall("GPU samples", 3, 5)
+    ('engine stats lines (none found)', 'GPU samples (3 found, at least 5 needed)')
+    """
+    if found <= 0:
+        return f"{needs} (none found)"
+    shown = f"{int(found):,}" if float(found).is_integer() else f"{found:,.1f}"
+    return f"{needs} ({shown} found, at least {least:,} needed)"
+
+
+_SHORTFALL = re.compile(
+    r" \((?:none found|[\d,.]+ found, at least [\d,]+ needed|found [\d.e+]+, need \d+)\)$"
+)
+"""The suffix `shortfall` writes, and the one a diagnosis saved by an earlier traceq has."""

@@ -33,7 +33,15 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from traceq.findings import Cause, Diagnosis, Evidence, Finding, Incident, severity_rank
+from traceq.findings import (
+    Cause,
+    Diagnosis,
+    Evidence,
+    Finding,
+    Incident,
+    severity_rank,
+    shortfall,
+)
 from traceq.playbooks import gpu, incidents, steps, tail
 from traceq.playbooks.executor import Executor
 from traceq.playbooks.model import CauseSpec, Playbook, Requirement
@@ -204,7 +212,7 @@ def unmet_requirements(
         row = run_query(session, step, r.sql, bind(r.sql, params)).frame.row(0) if r.sql else (0,)
         n = row[0] if row and row[0] is not None else 0
         if n < r.min_rows:
-            unmet.append(f"{r.needs} (found {n:g}, need {r.min_rows})")
+            unmet.append(shortfall(r.needs, n, r.min_rows))
     return unmet
 
 

@@ -83,6 +83,17 @@ def test_json_contract(demo_run):
     assert "\n" not in first["summary"]
 
 
+def test_requests_no_engine_served_count_in_the_incidents_impact(demo_run):
+    """A router's 503s never reach an engine (no request_phases row); the headline and the
+    impact still count them, as the finding does."""
+    r = invoke("diagnose", str(demo_run.dataset("disaggregated")))
+    head, what, impact = r.output.splitlines()[:3]
+    assert head.endswith(": 4 of 50 requests (8%) missed an SLO or failed"), head
+    assert "4 of 50 requests failed" in what
+    assert impact.startswith("  impact: 50 requests arrived in the window (92% met every SLO")
+    assert "; 4 failed; p99 TTFT" in impact  # no "losing 0 generated tokens"
+
+
 def test_the_na_playbooks_say_which_input_enables_them(tmp_path):
     from tests.playbook_helpers import ingest_folder
 

@@ -84,7 +84,8 @@ def impact_sentence(impact: dict[str, Any]) -> str:
         attained = "[ ({attained_in:.0%} met every SLO[ against {attained_out:.0%} outside])]"
         parts.append(fmt("{requests_in:n} requests arrived in the window" + attained, impact))
     if impact.get("failed_in"):
-        parts.append(fmt("{failed_in:n} failed[, losing {tokens_lost:n} generated tokens]", impact))
+        lost = ", losing {tokens_lost:n} generated tokens" if impact.get("tokens_lost") else ""
+        parts.append(fmt("{failed_in:n} failed" + lost, impact))
     for metric, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "end-to-end")):
         tail = f"[ against {{{metric}_p99_out_ms:ms}} outside]" if outside else ""
         part = fmt(f"[p99 {label} {{{metric}_p99_in_ms:ms}}{tail}]", impact)

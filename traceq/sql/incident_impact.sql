@@ -1,7 +1,9 @@
 -- The impact of one incident (traceq/playbooks/incidents.py): the requests that arrived in
 -- its window ($start, $end: ns) against the rest of the run, judged by the run's SLOs
 -- ($ttft_slo_ms, $tpot_slo_ms, $e2e_slo_ms: slo-goodput's parameters). Failed requests are
--- lost; their output tokens were generated and thrown away.
+-- lost; their output tokens were generated and thrown away. A request that no engine served
+-- (a gateway or router failed it: _unserved_failures, traceq/sql/hops.sql) is a failure at the
+-- time its first hop saw it, as error-rate counts it.
 WITH judged AS (
     SELECT
         t_arrival >= $start AND t_arrival < $end AS inside,
@@ -14,6 +16,10 @@ WITH judged AS (
         e2e_ms,
         output_tokens
     FROM request_phases
+    UNION ALL
+    SELECT
+        ts >= $start AND ts < $end, true, false, NULL, NULL, NULL, NULL
+    FROM _unserved_failures
 )
 SELECT
     count(*) FILTER (WHERE inside) AS requests_in,

@@ -211,6 +211,18 @@ def test_the_tail_of_a_burst_says_the_queue_grew_with_the_arrivals(samples):
         assert "burst" not in m["line"], m["line"]
 
 
+def test_nothing_unusual_in_the_engine_only_where_the_engine_was_seen(demo_run, samples):
+    """The disaggregated sample has traces and no server log: its tail cannot say that
+    nothing was unusual in an engine nobody logged."""
+    blind = run(demo_run.dataset("disaggregated")).tail
+    assert blind and not any(m["engine_seen"] for m in blind)
+    assert all("nothing unusual" not in m["line"] for m in blind), blind
+    tpot = next(m for m in blind if m["metric"] == "tpot")
+    assert ": 80 % decoded (no engine stats to say more); 20 % decoded behind" in tpot["line"]
+    seen = next(m for m in samples["kv-pressure"].tail if m["metric"] == "tpot")
+    assert seen["engine_seen"] and "40 % decoded with nothing unusual in the engine" in seen["line"]
+
+
 def test_a_request_slow_to_tokenize_is_not_blamed_on_the_engine(samples):
     """The tokenizer runs before the engine sees the request: a prefill or a full KV cache
     at the time is no reason for it."""

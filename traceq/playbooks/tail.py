@@ -77,6 +77,11 @@ _STATES = {
     "none": "with nothing unusual in the engine",
 }
 
+UNSEEN = "(no engine stats to say more)"
+"""A group's state when no other state held and the dataset holds nothing of the engine's (a
+load test's export or traces alone): "nothing unusual in the engine" would claim what no
+input showed."""
+
 
 def explain(session: Executor, start: int, end: int) -> list[dict[str, Any]]:
     """Per metric with enough requests in [start, end): p99, tail size and its groups
@@ -96,6 +101,7 @@ def explain(session: Executor, start: int, end: int) -> list[dict[str, Any]]:
                 "threshold_ms": row["threshold_ms"],
                 "tail": 0,
                 "requests": row["metric_requests"],
+                "engine_seen": bool(row["engine_seen"]),
                 "groups": [],
             },
         )
@@ -117,13 +123,14 @@ def line(m: dict[str, Any], top: int = 3) -> str:
         f"from {duration_ms(m['threshold_ms'])})"
     )
     parts, told = [], set()
+    blind = not m.get("engine_seen", True)  # `none` then says nothing of the engine
     for g in m["groups"][:top]:  # a state's figures once a line, at its first group
-        parts.append(_group(m["metric"], g, figures=g["state"] not in told))
+        parts.append(_group(m["metric"], g, figures=g["state"] not in told, blind=blind))
         told.add(g["state"])
     return head + ": " + "; ".join(parts)
 
 
-def _group(metric: str, g: dict[str, Any], *, figures: bool = True) -> str:
+def _group(metric: str, g: dict[str, Any], *, figures: bool = True, blind: bool = False) -> str:
     share = f"{g['share'] * 100:.0f} %"
     n = g.get("ahead_tokens")
     ahead = (
@@ -136,8 +143,9 @@ def _group(metric: str, g: dict[str, Any], *, figures: bool = True) -> str:
     if not figures:
         clocks = rates = ""
     state = _STATES[g["state"]].format(ahead=ahead, clocks=clocks, rates=rates)
-    if metric == "tpot":
-        return f"{share} decoded {state}"
+    if blind and g["state"] == "none":
+        state = UNSEEN
     if g["phase"] == "tokenize" and g["state"] == "none":  # before the engine: nothing to add
-        return f"{share} {_PHASES['tokenize']}"
-    return f"{share} {_PHASES[g['phase']]} {state}"
+        state = ""
+    verb = "decoded" if metric == "tpot" else _PHASES[g["phase"]]
+    return f"{share} {verb} {state}".rstrip()

@@ -21,7 +21,9 @@
 --   none          none of these.
 -- A request whose dominant phase is tokenization gets only long-prompt or none: the
 -- tokenizer runs before the engine sees it.
--- One row per (metric, phase, state), with the metric's p99 and tail threshold.
+-- One row per (metric, phase, state), with the metric's p99 and tail threshold, and whether
+-- the dataset holds anything of the engine's (stats lines, preemption or start-up events):
+-- without it, `none` only means that nothing else was seen.
 WITH sized AS (
     -- one pass over the window's successful requests, narrow (a window can hold millions):
     -- per metric the count, p99 and the tail's threshold (the slowest $tail_share, or the
@@ -214,7 +216,10 @@ SELECT
     min(clock_mhz) FILTER (WHERE state = 'throttled') AS clock_mhz,
     max(top_mhz) FILTER (WHERE state = 'throttled') AS top_mhz,
     max(rate_rps) FILTER (WHERE state = 'burst') AS rate_rps,
-    max(typical_rps) FILTER (WHERE state = 'burst') AS typical_rps
+    max(typical_rps) FILTER (WHERE state = 'burst') AS typical_rps,
+    EXISTS (SELECT 1 FROM engine_stats)
+        OR EXISTS (SELECT 1 FROM events WHERE kind IN ('preemption', 'startup_ready',
+            'startup_server_start')) AS engine_seen
 FROM judged
 GROUP BY metric, phase, state
 ORDER BY metric, requests DESC, phase, state

@@ -5,6 +5,9 @@ a crash."""
 
 from __future__ import annotations
 
+import gzip
+
+import orjson
 import pytest
 
 from tests.playbook_helpers import REAL, run
@@ -132,3 +135,25 @@ ROOT_CAUSES = {
     # (RequestCancellationError, HTTP 499), not the server's
     "aiperf_example": {"error-rate": "client-cancelled"},
 }
+
+
+def test_guidellms_end_of_benchmark_cancellations_are_the_clients(tmp_path):
+    """guidellm cancels the requests still in flight when a benchmark ends and lists them as
+    `incomplete` (status cancelled, no error): the real export with its last 8 requests moved
+    there fails error-rate on the client's cancellations, not on the server."""
+    data = orjson.loads(gzip.decompress((GUIDELLM / "benchmarks.json.gz").read_bytes()))
+    groups = data["benchmarks"][0]["requests"]
+    cut = sorted(groups["successful"], key=lambda r: r["info"]["timings"]["request_start"])[-8:]
+    for r in cut:
+        r["info"]["status"] = "cancelled"
+    groups["successful"] = [r for r in groups["successful"] if r not in cut]
+    groups["incomplete"] = cut
+    src = tmp_path / "benchmarks.json"
+    src.write_bytes(orjson.dumps(data))
+    ingest([src], tmp_path / "lt.tq")
+    (finding,) = [f for f in run(tmp_path / "lt.tq").findings if f.id == "error-rate"]
+    assert finding.status == "fail" and finding.causes[0].id == "client-cancelled"
+    assert finding.causes[0].evidence.startswith("8 requests cancelled by the client (100%")
+
+
+GUIDELLM = REAL / "loadtest" / "guidellm_generated"

@@ -34,18 +34,24 @@ def test_no_playbook_errors_on_any_real_log(diagnoses):
 
 
 @pytest.mark.parametrize(
-    "name",
+    ("name", "what"),
     [
-        "vllm_v0_0.2.x_llm_engine_kv_near_full_single_req_hang",
-        "vllm_v0_0.4.1_stats_rate8_pending323_kv99_zhjunqin_excerpt",
-        "vllm_v0_0.6.x_h100_llama405b_preempt_recompute_101_pending_reflowed_rocmblog",
-        "vllm_v0_0.7.3_offline_a100_qwen25_7b_util0.5_recompute_preemption_cuda_blocks_tqdm_cr_symbolu_excerpt",
+        ("vllm_v0_0.2.x_llm_engine_kv_near_full_single_req_hang",
+         "KV cache up to 97% with 0 waiting"),
+        ("vllm_v0_0.4.1_stats_rate8_pending323_kv99_zhjunqin_excerpt",
+         "KV cache up to 99% with 323 waiting"),
+        ("vllm_v0_0.6.x_h100_llama405b_preempt_recompute_101_pending_reflowed_rocmblog",
+         "KV cache up to 100% with 101 waiting and 1 preemption event"),
+        # preemption warnings and no stats line: the sentence leads with what was logged
+        ("vllm_v0_0.7.3_offline_a100_qwen25_7b_util0.5_recompute_preemption_cuda_blocks_tqdm_cr_symbolu_excerpt",
+         "1 preemption event logged"),
     ],
-)
-def test_kv_full_and_preemption_logs_flag_kv_pressure(diagnoses, name):
+)  # fmt: skip
+def test_kv_full_and_preemption_logs_flag_kv_pressure(diagnoses, name, what):
     f = {f.id: f for f in diagnoses[name].findings}["kv-pressure"]
     assert f.status == "fail", f.message
     assert f.causes[0].status == "confirmed"
+    assert f.message.startswith(what + " from 20"), f.message
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from dataclasses import replace
 
 import orjson
 import pytest
@@ -159,3 +160,12 @@ def test_a_consequence_between_the_roots_windows_is_near_it():
     assert _near({"start": 228 * s, "end": 242 * s}, root, 14 * s)
     assert not _near({"start": 274 * s, "end": 288 * s}, root, 14 * s)
     assert not _near({"start": 100 * s, "end": 114 * s}, [], 14 * s)
+
+
+def test_a_sentence_that_lost_every_figure_still_says_when(demo_run):
+    """A message whose only figure is missing on this dataset is never an empty line."""
+    (kv,) = [p for p in load_catalog().playbooks if p.id == "kv-pressure"]
+    with Session(demo_run.dataset("kv-pressure")) as s:
+        d = diagnose(s, [replace(kv, message="KV cache up to {no_such_figure:.0%}")])
+    (f,) = d.findings
+    assert f.status == "fail" and f.message == "seen from 2025-06-15 10:00:10 UTC for 50 s"

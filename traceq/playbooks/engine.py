@@ -183,7 +183,10 @@ def _run(
     # the sentence gives the window's start as the incident's headline does (story.py
     # `clock`); the JSON's windows keep ISO 8601 in `start_at`
     words = {"start_at": clock(figures["start"]), "end_at": clock(figures["end"])}
-    f.message = fmt(pb.message, {**params, **figures, **words}) + more
+    sentence = fmt(pb.message, {**params, **figures, **words})
+    if not sentence:  # every figure it needs missing: still say when, never an empty line
+        sentence = fmt(SEEN, {**figures, **words})
+    f.message = sentence + more
     f.causes = rank_causes([check_cause(session, c, at) for c in pb.causes])
     confirmed_fixes = [x for c in f.causes for x in c.fixes]
     f.fixes = list(dict.fromkeys(confirmed_fixes + list(pb.fixes)))
@@ -198,6 +201,10 @@ def _run(
         rows = run_query(session, "examples", sql, bind(sql, at), row_cap=options.examples).frame
         if rows.width:
             f.example_requests = [str(x) for x in rows.to_series(0).to_list()]
+
+
+SEEN = "seen from {start_at} for {duration_s:s}"
+"""A finding's sentence when its playbook's message lost every part to missing figures."""
 
 
 def unmet_requirements(

@@ -37,11 +37,11 @@ def test_no_playbook_errors_on_any_real_log(diagnoses):
     ("name", "what"),
     [
         ("vllm_v0_0.2.x_llm_engine_kv_near_full_single_req_hang",
-         "KV cache up to 97% with 0 waiting"),
+         "KV cache up to 97% with 0 requests waiting"),
         ("vllm_v0_0.4.1_stats_rate8_pending323_kv99_zhjunqin_excerpt",
-         "KV cache up to 99% with 323 waiting"),
+         "KV cache up to 99% with 323 requests waiting"),
         ("vllm_v0_0.6.x_h100_llama405b_preempt_recompute_101_pending_reflowed_rocmblog",
-         "KV cache up to 100% with 101 waiting and 1 preemption event"),
+         "KV cache up to 100% with 101 requests waiting and 1 preemption event"),
         # preemption warnings and no stats line: the sentence leads with what was logged
         ("vllm_v0_0.7.3_offline_a100_qwen25_7b_util0.5_recompute_preemption_cuda_blocks_tqdm_cr_symbolu_excerpt",
          "1 preemption event logged"),

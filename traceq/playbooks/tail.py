@@ -63,7 +63,7 @@ _PHASES = {
     "prefill": "were in prefill",
     "decode": "were decoding",
     "tokenize": "were being tokenized",
-    "unstamped": "spent it outside the engine's stamps",
+    "unstamped": "had no stamps that split it into phases",
 }
 _STATES = {
     "preempted": "after being preempted",

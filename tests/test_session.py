@@ -121,6 +121,19 @@ def test_a_users_query_of_duckdbs_catalogue_shows_the_docs(dataset, sql):
         assert s.query(sql).item() == "ttft_ns in milliseconds."
 
 
+def test_a_diagnose_run_leaves_the_catalogue_as_it_was(dataset):
+    # diagnose puts temporary rollup views in front of window_stats and others
+    from traceq.playbooks import diagnose, load_catalog
+
+    with Session(dataset) as s:
+        diagnose(s, load_catalog().playbooks)
+        after = s.catalog()
+    with Session(dataset) as s:
+        assert after.equals(s.catalog())
+    stats = after.filter(pl.col("name") == "window_stats")
+    assert stats.height > 10 and stats["doc"].null_count() == 0
+
+
 def test_sources_view_lists_the_manifest(dataset):
     with Session(dataset) as s:
         sources = s.sources()

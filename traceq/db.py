@@ -328,7 +328,10 @@ def _comments() -> str:
             msg = f"not a plain identifier: {relation}.{column}"
             raise ValueError(msg)
         literal = "'" + doc.replace("'", "''") + "'"
-        target = f"COLUMN {relation}.{column}" if column else f"VIEW {relation}"
+        # the connection's own views (database `memory`), never a temporary view of the same
+        # name that a diagnose run put in front of one (traceq/playbooks/rollups.py)
+        name = f"memory.main.{relation}"
+        target = f"COLUMN {name}.{column}" if column else f"VIEW {name}"
         statements.append(f"COMMENT ON {target} IS {literal};")
     return "\n".join(statements)
 

@@ -162,10 +162,21 @@ def test_a_consequence_between_the_roots_windows_is_near_it():
     assert not _near({"start": 100 * s, "end": 114 * s}, [], 14 * s)
 
 
-def test_a_sentence_that_lost_every_figure_still_says_when(demo_run):
-    """A message whose only figure is missing on this dataset is never an empty line."""
+@pytest.mark.parametrize(
+    ("message", "sentence"),
+    [
+        ("KV cache up to {no_such_figure:.0%}", "seen from 2025-06-15 10:00:10 UTC for 50 s"),
+        (
+            "[KV cache up to {no_such_figure:.0%}] from {start_at}[ ({kv_max:.0%} at most)]",
+            "seen from 2025-06-15 10:00:10 UTC (100% at most)",
+        ),
+    ],
+)
+def test_a_sentence_that_lost_its_figures_still_says_when(demo_run, message, sentence):
+    """A message whose lead figure is missing on this dataset is never an empty line, nor a
+    sentence that starts with "from"."""
     (kv,) = [p for p in load_catalog().playbooks if p.id == "kv-pressure"]
     with Session(demo_run.dataset("kv-pressure")) as s:
-        d = diagnose(s, [replace(kv, message="KV cache up to {no_such_figure:.0%}")])
+        d = diagnose(s, [replace(kv, message=message)])
     (f,) = d.findings
-    assert f.status == "fail" and f.message == "seen from 2025-06-15 10:00:10 UTC for 50 s"
+    assert f.status == "fail" and f.message == sentence

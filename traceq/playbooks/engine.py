@@ -186,6 +186,8 @@ def _run(
     sentence = fmt(pb.message, {**params, **figures, **words})
     if not sentence:  # every figure it needs missing: still say when, never an empty line
         sentence = fmt(SEEN, {**figures, **words})
+    elif sentence.startswith("from "):  # its lead clause missing: "seen from …"
+        sentence = "seen " + sentence
     f.message = sentence + more
     f.causes = rank_causes([check_cause(session, c, at) for c in pb.causes])
     confirmed_fixes = [x for c in f.causes for x in c.fixes]

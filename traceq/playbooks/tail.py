@@ -63,7 +63,7 @@ _PHASES = {
     "prefill": "were in prefill",
     "decode": "were decoding",
     "tokenize": "were being tokenized",
-    "unstamped": "had no stamps that split it into phases",
+    "unstamped": "have no phase stamps",
 }
 _STATES = {
     "preempted": "after being preempted",
@@ -148,4 +148,6 @@ def _group(metric: str, g: dict[str, Any], *, figures: bool = True, blind: bool 
     if g["phase"] == "tokenize" and g["state"] == "none":  # before the engine: nothing to add
         state = ""
     verb = "decoded" if metric == "tpot" else _PHASES[g["phase"]]
+    if g["phase"] == "unstamped" and state and state != UNSEEN:
+        state = f"and ran {state}"  # no stamp says where the time went; the engine might
     return f"{share} {verb} {state}".rstrip()

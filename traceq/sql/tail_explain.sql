@@ -8,12 +8,12 @@
 --   kv-full       the KV cache reached $kv_full in a stats line of the interval (or the
 --                 next one: stats lines come every few seconds);
 --   warm-up       it arrived within $warmup_s of the engine reporting ready;
---   throttled     the busy SM clock of the windows its interval overlaps (window_stats:
---                 every GPU's samples at util_gpu >= 50 %) averaged $clock_drop or more
---                 below the run's highest window;
---   burst         (queueing) a window its interval overlaps had $burst_min_arrivals arrivals
---                 or more, at $burst_factor times the median arrival rate of the run's
---                 windows or more;
+--   throttled     (prefill, decode) the busy SM clock of the windows its interval overlaps
+--                 (window_stats: every GPU's samples at util_gpu >= 50 %) averaged
+--                 $clock_drop or more below the run's highest window;
+--   burst         (queueing) a window within its wait of its arrival, before or after, had
+--                 $burst_min_arrivals arrivals or more, at $burst_factor times the median
+--                 arrival rate of the run's windows or more;
 --   long-prefill  another request's prefill of $long_prompt_tokens or more uncached tokens
 --                 overlapped the interval;
 --   long-prompt   (TTFT) its own prompt was that long; long-output (e2e, decoding) its own
@@ -160,7 +160,10 @@ typical AS (
 burst AS (
     SELECT t.metric, t.request_id, max(w.arrival_rate) AS rate_rps, max(y.rate) AS typical_rps
     FROM tail AS t
-    JOIN window_stats AS w ON w.ts < t.b AND w.ts_end > t.a
+    -- the windows around its wait: the arrivals just before it are the ones queued ahead
+    JOIN window_stats AS w
+        ON w.ts < t.t_arrival + coalesce(t.tokenize_ns, 0) + coalesce(t.queue_ns, 0)
+        AND w.ts_end > t.t_arrival - coalesce(t.tokenize_ns, 0) - coalesce(t.queue_ns, 0)
     CROSS JOIN typical AS y
     WHERE w.arrivals >= $burst_min_arrivals AND w.arrival_rate >= $burst_factor * y.rate
     GROUP BY ALL
@@ -181,7 +184,7 @@ judged AS (
             WHEN t.request_id IN (SELECT request_id FROM preempted) THEN 'preempted'
             WHEN k.kv_max >= $kv_full THEN 'kv-full'
             WHEN w.request_id IS NOT NULL THEN 'warm-up'
-            WHEN th.request_id IS NOT NULL THEN 'throttled'
+            WHEN th.request_id IS NOT NULL AND t.phase IN ('prefill', 'decode') THEN 'throttled'
             WHEN u.request_id IS NOT NULL AND t.phase = 'queue' THEN 'burst'
             WHEN b.ahead_tokens IS NOT NULL THEN 'long-prefill'
             WHEN t.metric = 'ttft' AND t.new_tokens >= $long_prompt_tokens THEN 'long-prompt'

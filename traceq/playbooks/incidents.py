@@ -12,7 +12,8 @@ a failing finding that nothing explains is a root of its own. Each root makes on
 whose impact (traceq/sql/incident_impact.sql: requests that missed an SLO or failed inside
 the window, latency inside against outside) sets its severity, raised to the root's own
 `severity_floor` figure when it has one (an engine that never started has no requests to
-miss an SLO), and incidents are ordered by it. The words (headline, summary) are
+miss an SLO) and lowered to its `severity_ceiling` (a load test's fixed lengths are not why its
+requests missed an SLO), and incidents are ordered by it. The words (headline, summary) are
 `traceq/playbooks/story.py`'s.
 """
 
@@ -187,6 +188,9 @@ def _incident(
     floor = worst(root).get("severity_floor")
     if floor in SEVERITIES and severity_rank(floor) > severity_rank(severity):
         severity = floor  # the root's own figures know worse than its requests show
+    ceiling = worst(root).get("severity_ceiling")
+    if ceiling in SEVERITIES and severity_rank(ceiling) < severity_rank(severity):
+        severity = ceiling  # the root cannot have let those requests down
     root.severity = severity
     confirmed = [c for c in root.causes if c.status == "confirmed"]
     top = confirmed[0] if confirmed else None

@@ -80,6 +80,8 @@ def test_a_server_log_without_token_counts_leaves_unknown_kpis_out(tmp_path):
     assert r.exit_code == 0, r.output
     assert "SLO attainment" in r.output and "0.00 %" not in r.output.split("Error rate")[0]
     assert "prompt tokens;" in md.read_text() and "0 output tokens" not in md.read_text()
+    # no GPU sample and no --gpus: the cost's one GPU is said to be assumed
+    assert "; 1 GPU assumed (no GPU samples; --gpus sets the count), " in md.read_text()
 
 
 def test_times_from_the_runs_own_start_read_as_such(tmp_path):

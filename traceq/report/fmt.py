@@ -9,6 +9,9 @@ from traceq.playbooks.story import RELATIVE_BELOW_NS, clock
 from traceq.playbooks.words import duration_ms
 from traceq.report.compare import Change
 
+GPUS_ASSUMED = " assumed (no GPU samples; --gpus sets the count)"
+"""After the GPU count of the cost when neither `--gpus` nor a GPU sample gave it."""
+
 
 def value(v: Any, unit: str = "") -> str:
     """A KPI value in its unit: ratios as percent, counts whole, the rest to 3-4 digits."""

@@ -165,6 +165,8 @@ def measure(
             "gaps": t["gaps"],
             "gpus": n_gpus,
             "gpus_seen": e["gpus"],
+            # neither --gpus nor a GPU sample said how many: the cost assumes one
+            "gpus_assumed": not gpus and not e["gpus"],
             "gpu_hours": gpu_hours,
             "peak_waiting": e["peak_waiting"],
             "peak_running": e["peak_running"],

@@ -239,7 +239,8 @@ def _profile(r: Report) -> str:
         ),
         (
             "GPUs (cost)",
-            f"{c['gpus']} × {fmt.duration(c['duration_s'])} = {c['gpu_hours']:.3f} "
+            f"{c['gpus']}{fmt.GPUS_ASSUMED if c.get('gpus_assumed') else ''} × "
+            f"{fmt.duration(c['duration_s'])} = {c['gpu_hours']:.3f} "
             f"GPU-h at ${r.measurement.params['gpu_hour_usd']:g}/GPU-h",
         ),
     ]

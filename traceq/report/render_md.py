@@ -163,7 +163,8 @@ def render_md(r: Report, charts: list[Chart], chart_dir: str | None) -> str:
         f"{c['requests']:,} requests ({c['errors']:,} failed) over "
         f"{fmt.duration(c['duration_s'])}; "
         + (" and ".join(tokens) + " tokens; " if tokens else "")
-        + f"{counted(c['gpus'], 'GPU')}, {c['gpu_hours']:.3f} GPU-h.",
+        + f"{counted(c['gpus'], 'GPU')}{fmt.GPUS_ASSUMED if c.get('gpus_assumed') else ''}, "
+        f"{c['gpu_hours']:.3f} GPU-h.",
     ]
     if chart_dir is not None:
         lines += ["", "## Charts", ""]

@@ -142,11 +142,12 @@ def _group(metric: str, g: dict[str, Any], *, figures: bool = True, blind: bool 
     rates = f" ({rate:,.1f} req/s against {typical:,.1f} typically)" if rate and typical else ""
     if not figures:
         clocks = rates = ""
-    state = _STATES[g["state"]].format(ahead=ahead, clocks=clocks, rates=rates)
-    if blind and g["state"] == "none":
-        state = UNSEEN
-    if g["phase"] == "tokenize" and g["state"] == "none":  # before the engine: nothing to add
+    if g["state"] != "none":
+        state = _STATES[g["state"]].format(ahead=ahead, clocks=clocks, rates=rates)
+    elif g["phase"] == "tokenize":  # before the engine: nothing to add
         state = ""
+    else:
+        state = UNSEEN if blind else _STATES["none"]
     verb = "decoded" if metric == "tpot" else _PHASES[g["phase"]]
     if g["phase"] == "unstamped" and state and state != UNSEEN:
         state = f"and ran {state}"  # no stamp says where the time went; the engine might

@@ -6,6 +6,7 @@ docs/WHATIF.md holds the model to; the errors it measures are far inside them.""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -389,6 +390,35 @@ def test_no_chunk_timing_names_the_missing_input(root: Path, healthy: Path) -> N
     assert out.exit_code == 2
     assert "per-token" in out.output or "first-token" in out.output
     assert not any(ch.isdigit() for ch in out.output.split("error:")[-1].split(";")[0])
+
+
+def test_traces_without_prompt_lengths_name_the_missing_input(root: Path) -> None:
+    """SGLang's traces time every chunk but carry no prompt length: whatif (and the report's
+    Headroom) say so, where the replay once failed on an empty workload."""
+    sglang = _ingest("healthy", root, "sglang", requests=60, convention="sglang")
+    out = CliRunner().invoke(cli, ["whatif", str(sglang)])
+    assert out.exit_code == 2, out.output
+    assert "prompt length" in out.output and "gen_ai.usage.prompt_tokens" in out.output
+    assert "Traceback" not in out.output and out.output.count("\n") <= 2
+    report = root / "sglang.md"
+    out = CliRunner().invoke(cli, ["report", str(sglang), "-o", str(report), "--no-findings"])
+    assert out.exit_code == 0, out.output
+    assert "No Headroom figure: no request on the server has its prompt length" in (
+        report.read_text()
+    )
+
+
+@pytest.mark.parametrize("convention", ["dynamo", "llmd"])
+def test_a_disaggregated_run_is_not_replayed_as_aggregated(root: Path, convention: str) -> None:
+    """Prefill and decode on separate workers: replayed as aggregated replicas the back-test
+    missed TTFT by half. whatif says why it stops, before asking for engine limits."""
+    ds = _ingest("healthy", root, convention, requests=40, convention=convention)
+    out = CliRunner().invoke(cli, ["whatif", str(ds)])
+    assert out.exit_code == 2, out.output
+    said = re.search(r"the run is disaggregated: (\d+) requests prefilled on 2 instances and "
+                     r"decoded on 3 instances", out.output)  # fmt: skip
+    assert said and 30 <= int(said[1]) <= 40, out.output  # a router refuses a few
+    assert "limits" not in out.output and "Traceback" not in out.output
 
 
 REAL_VLLM = Path(__file__).parent / "data" / "real" / "vllm"

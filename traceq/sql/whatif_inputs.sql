@@ -1,15 +1,28 @@
 -- `traceq whatif` (traceq/whatif/): what the dataset holds for a calibration, one row:
--- requests with a first token, requests a client aborted, requests with per-token timing
--- (server chunks), the engine's peaks from its stats lines (null without them), the
+-- requests with a first token, those of them with a prompt length (the replay needs one),
+-- requests a client aborted, requests with per-token timing (server chunks), requests
+-- prefilled and decoded by different instances (a disaggregated run: request_hops) and how
+-- many instances did each, the engine's peaks from its stats lines (null without them), the
 -- instances, and the GPU's memory and name (the defaults of vLLM depend on both).
 SELECT
     (SELECT count(*) FROM request_phases WHERE view = 'server' AND error IS NULL
         AND ttft_ns IS NOT NULL AND prefill_ns IS NOT NULL) AS timed_requests,
+    (SELECT count(*) FROM request_phases WHERE view = 'server' AND error IS NULL
+        AND ttft_ns IS NOT NULL AND prefill_ns IS NOT NULL AND prompt_tokens > 0)
+        AS sized_requests,
     (SELECT count(*) FROM request_phases WHERE view = 'server' AND finish_reason = 'abort'
         AND prompt_tokens > 0 AND e2e_ns > 0) AS aborted_requests,
     (SELECT count(DISTINCT request_id) FROM token_gaps WHERE view = 'server'
         AND tbt_ns IS NOT NULL) AS chunked_requests,
     (SELECT count(DISTINCT instance) FROM request_phases WHERE view = 'server') AS instances,
+    (SELECT count(*) FROM (
+        SELECT request_id FROM request_hops WHERE hop IN ('prefill', 'decode')
+        GROUP BY request_id HAVING count(DISTINCT hop) = 2 AND count(DISTINCT instance) > 1
+    )) AS split_requests,
+    (SELECT count(DISTINCT instance) FROM request_hops WHERE hop = 'prefill')
+        AS prefill_instances,
+    (SELECT count(DISTINCT instance) FROM request_hops WHERE hop = 'decode')
+        AS decode_instances,
     (SELECT max(running) FROM engine_stats) AS max_running,
     (SELECT max(waiting) FROM engine_stats) AS max_waiting,
     (SELECT max(kv_usage) FROM engine_stats) AS max_kv_usage,

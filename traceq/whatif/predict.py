@@ -46,8 +46,14 @@ for 2 s more (docs/PERFORMANCE.md, bench/whatif.py)."""
 
 TIMING_HINT = (
     "ingest the server's OpenTelemetry spans with per-token events or arrays "
-    "(docs/INGEST.md: vLLM with token events, SGLang level-3 traces, the token-arrays "
-    "convention)"
+    "(docs/INGEST.md: vLLM with token events, the token-arrays convention)"
+)
+"""Where per-token timing comes from. SGLang's level-3 traces time every chunk too, but carry
+no prompt length (`LENGTH_HINT`), so they are not named here."""
+
+LENGTH_HINT = (
+    "ingest request spans that carry gen_ai.usage.prompt_tokens (vLLM's llm_request spans "
+    "do; SGLang's traces leave it out)"
 )
 
 
@@ -136,7 +142,8 @@ def whatif(
 def calibrate(session: Session, settings: dict[str, SettingValue] | None = None) -> Calibrated:
     """The engine model of the dataset: step-time and front fits, limits (a `--set` of a
     limit the log does not print stands for the run's own), workload. Raises
-    WhatIfInputError (no timing, too short) or SettingError (a limit without a source)."""
+    WhatIfInputError (no timing, a disaggregated run, no prompt lengths, too short) or
+    SettingError (a limit without a source)."""
     settings = settings or {}
     inputs = session.query(load("whatif_inputs")).row(0, named=True)
     timed = int(inputs["timed_requests"] or 0)
@@ -149,6 +156,14 @@ def calibrate(session: Session, settings: dict[str, SettingValue] | None = None)
         raise WhatIfInputError(
             "no per-token (chunk) timing on the server: whatif rebuilds engine steps from "
             f"chunk times and cannot calibrate without them; {TIMING_HINT}"
+        )
+    if inputs["split_requests"]:
+        raise WhatIfInputError(_disaggregated(inputs))
+    sized = int(inputs["sized_requests"] or 0)
+    if sized == 0:
+        raise WhatIfInputError(
+            "no request on the server has its prompt length: whatif replays each request's "
+            f"prompt and rebuilds the engine's prefills from them; {LENGTH_HINT}"
         )
     settings_rows = session.query(load("whatif_settings"))
     peaks = Peaks(
@@ -173,9 +188,9 @@ def calibrate(session: Session, settings: dict[str, SettingValue] | None = None)
     sums = session.query(load("whatif_steps"), params)
     steps, speed = fit_with_speed(sums)
     n_steps = steps.steps if steps else 0
-    if steps is None or n_steps < MIN_STEPS or timed < MIN_REQUESTS:
+    if steps is None or n_steps < MIN_STEPS or sized < MIN_REQUESTS:
         raise WhatIfInputError(
-            f"the run is too short to fit: {timed:,} timed requests and {n_steps:,} engine "
+            f"the run is too short to fit: {sized:,} timed requests and {n_steps:,} engine "
             f"steps rebuilt, whatif needs at least {MIN_REQUESTS:,} and {MIN_STEPS:,}; "
             "record a longer run with per-token timing"
         )
@@ -187,6 +202,23 @@ def calibrate(session: Session, settings: dict[str, SettingValue] | None = None)
     instances = sorted({str(i) for i in sums["instance"].to_list()})
     steps, factors = fit_instances(sums, steps, speed)
     return Calibrated(Model(steps, front, workload, speed, factors), limits, instances)
+
+
+def _disaggregated(inputs: dict[str, Any]) -> str:
+    """Why a disaggregated run is not replayed: whatif's engine runs each request's prefill
+    and decode in its own steps, where this run moved the KV cache between instances."""
+    split = _counted(int(inputs["split_requests"]), "request")
+    prefill = _counted(int(inputs["prefill_instances"] or 0), "instance")
+    decode = _counted(int(inputs["decode_instances"] or 0), "instance")
+    return (
+        f"the run is disaggregated: {split} prefilled on {prefill} and decoded on {decode} "
+        "(request_hops); whatif models aggregated serving, one engine running both phases of "
+        "a request, and cannot replay prefill and decode on separate workers"
+    )
+
+
+def _counted(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def observe(session: Session, slo: dict[str, float | None], tbt: bool = True) -> Observed:

@@ -138,6 +138,47 @@ def test_sglang_request_tree(tmp_path, encoder):
     assert ids == [("0" * 16,)]  # 64-bit trace ids, as SGLang's id generator makes them
 
 
+@pytest.mark.parametrize("encoder", ["json", "proto"])
+def test_sglang_aborts_mark_the_thread_span(tmp_path, encoder):
+    """`TraceReqContext.abort(abort_info=...)` sets ERROR on the thread span, with no
+    description, and the finish reason's fields as attributes (FINISH_ABORT.to_json, its
+    None values dropped by the SDK), or one `reason`; the root ends as any other. A
+    rejection keeps its error type; a request the client left is finish reason `abort`; the
+    tracer's own destructor message is no failure."""
+    from opentelemetry.trace import Status, StatusCode
+
+    cases = {
+        "rej00000": ({"type": "abort", "message": "Input too long", "status_code": 400,
+                      "err_type": "BadRequestError"}, ("BadRequestError", None)),
+        "left0000": ({"type": "abort", "message": "Abort request", "status_code": None,
+                      "err_type": None}, ("Abort request", "abort")),
+        "kvcap000": ({"reason": "Request kvcap000 exceeds the maximum number of tokens"},
+                     ("Request kvcap000 exceeds the maximum number of tokens", None)),
+        "gc000000": ({"reason": "have unclosed span, auto closed"}, (None, None)),
+    }  # fmt: skip
+    with provider({"service.name": "sglang"}, SGLangIdGenerator()) as (tracer, spans):
+        for i, (rid, (info, _)) in enumerate(cases.items()):
+            t = T0 + i * 100 * MS
+            attrs = {"rid": rid, "module": "sglang::request"}
+            root = tracer.start_span(f" Req {rid}", start_time=t, context=None, attributes=attrs)
+            ctx = trace.set_span_in_context(root)
+            thread = tracer.start_span("tokenizer (host:1f2e3d4c | pid:4242)", start_time=t,
+                                       context=ctx)  # fmt: skip
+            tokenize = tracer.start_span("tokenize", start_time=t,
+                                         context=trace.set_span_in_context(thread))  # fmt: skip
+            tokenize.end(end_time=t + 2 * MS)
+            thread.set_status(Status(StatusCode.ERROR))
+            thread.set_attributes({k: v for k, v in info.items() if v is not None})
+            thread.end(end_time=t + 3 * MS)
+            root.end(end_time=t + 4 * MS)
+    con, results = _ingest(spans, tmp_path, encoder)
+    assert results[0].conventions["sglang"] == len(cases)
+    got = dict(
+        con.sql("SELECT request_id, (error, finish_reason) FROM requests ORDER BY 1").fetchall()
+    )
+    assert got == {rid: expected for rid, (_, expected) in cases.items()}
+
+
 # --- vLLM token-level events (PR 32573) ----------------------------------------------------
 
 A = T0 + 1000 * MS

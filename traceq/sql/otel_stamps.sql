@@ -89,6 +89,39 @@ GROUP BY k._span;
 
 DROP TABLE _child_spans;
 
+-- SGLang marks an aborted request on its thread span, not its root (TraceReqContext.abort,
+-- sglang observability/trace.py): status ERROR, and as attributes the finish reason's fields
+-- (FINISH_ABORT: `type` abort, `message`, `status_code`, `err_type`) or one `reason`. An abort
+-- with an HTTP status is a rejection (a prompt too long: 400 BadRequestError); one without is
+-- the request aborted (a client that left), finish reason `abort` as vLLM writes it. The
+-- tracer's own "have unclosed span, auto closed" (its destructor) says nothing of the request.
+CREATE OR REPLACE TEMP TABLE _thread_aborts AS
+SELECT
+    o.req_span AS _span,
+    arg_min(
+        coalesce(
+            nullif(json_extract_string(k.attributes_json, '$.err_type'), ''),
+            nullif(json_extract_string(k.attributes_json, '$.message'), ''),
+            nullif(json_extract_string(k.attributes_json, '$.reason'), ''),
+            nullif(k.status_message, ''),
+            'abort'
+        ),
+        k.t_end
+    ) AS error,
+    arg_min(
+        json_extract_string(k.attributes_json, '$.type') = 'abort'
+            AND json_extract_string(k.attributes_json, '$.status_code') IS NULL,
+        k.t_end
+    ) AS aborted
+FROM _kept AS k
+JOIN _owner AS o USING (_span)
+JOIN _kept AS r ON r._span = o.req_span
+WHERE k.status_code = 'ERROR' AND NOT k.is_request AND k.role IS NULL
+  AND r.a_rid IS NOT NULL
+  AND coalesce(json_extract_string(k.attributes_json, '$.reason'), '')
+      <> 'have unclosed span, auto closed'
+GROUP BY ALL;
+
 -- Span events of each request (and of its descendants): engine-core queued / scheduled,
 -- preemptions (vLLM PREEMPTED, SGLang retract), TensorRT-LLM KV-transfer boundaries.
 CREATE OR REPLACE TEMP TABLE _request_events AS
@@ -155,9 +188,14 @@ SELECT
     ev.preemptions AS ev_preemptions,
     ev.kv_start AS ev_kv_start,
     ev.kv_end AS ev_kv_end,
-    ev.engine_events AS ev_engine_events
+    ev.engine_events AS ev_engine_events,
+    ab.error AS ab_error,
+    ab.aborted AS ab_aborted
 FROM _req_children AS r
-LEFT JOIN _request_events AS ev USING (_span);
+LEFT JOIN _request_events AS ev USING (_span)
+LEFT JOIN _thread_aborts AS ab USING (_span);
+
+DROP TABLE _thread_aborts;
 
 DROP TABLE _req_children;
 
@@ -224,17 +262,20 @@ SELECT
     _int(coalesce(s.a_cached_tokens, s.a_cache_read_tokens, s.a_step_cached_tokens))
         AS cached_tokens,
     _int(s.a_max_tokens) AS max_tokens,
-    CASE
-        WHEN starts_with(s.a_finish_reasons, '{')
-            THEN TRY(json_extract_string(s.a_finish_reasons, '$.values[0].stringValue'))
-        WHEN starts_with(s.a_finish_reasons, '[')
-            THEN TRY(json_extract_string(s.a_finish_reasons, '$[0]'))
-        ELSE s.a_finish_reasons
-    END AS finish_reason,
+    coalesce(
+        CASE
+            WHEN starts_with(s.a_finish_reasons, '{')
+                THEN TRY(json_extract_string(s.a_finish_reasons, '$.values[0].stringValue'))
+            WHEN starts_with(s.a_finish_reasons, '[')
+                THEN TRY(json_extract_string(s.a_finish_reasons, '$[0]'))
+            ELSE s.a_finish_reasons
+        END,
+        CASE WHEN x.ab_aborted THEN 'abort' END
+    ) AS finish_reason,
     CASE
         WHEN s.status_code = 'ERROR'
             THEN coalesce(s.a_error_type, nullif(s.status_message, ''), 'ERROR')
-        ELSE s.a_error_type
+        ELSE coalesce(s.a_error_type, x.ab_error)
     END AS error,
     CASE
         WHEN x.c_phase_spans > 0 OR x.ev_engine_events > 0 OR s.a_rid IS NOT NULL

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import itertools
 
 import orjson
 
@@ -140,9 +141,18 @@ def _sglang(
     req_time_stats.py; tests/otel_producers.py builds the same with the real SDK)."""
     tok_thread, tokenize, sched_thread, process, waiting, prefill, decode = _ids(trace_id, 7)
     host = "(host:5ca1ab1e | pid:4242)"
-    first = r.tokens[0] if r.tokens else None
     end = r.t_end
-    # an abort marks the thread span ERROR (TraceReqContext.abort), not the root
+    tokens = [t for t in r.tokens if t <= end]  # an abort ends the open slices
+    first = tokens[0] if tokens else None
+    # An abort marks the thread span ERROR (TraceReqContext.abort), not the root, with no
+    # description and the finish reason's fields as attributes (FINISH_ABORT.to_json): a
+    # rejection carries its HTTP status and error type, a client that left neither.
+    abort, aborted = {"code": 0}, []
+    if status.get("code") == 2:
+        abort = {"code": 2}
+        aborted = [otlp_attr("type", "abort"), otlp_attr("message", status.get("message", ""))]
+        if r.finish_reason != "abort":
+            aborted += [otlp_attr("status_code", 400), otlp_attr("err_type", r.error or "")]
     spans = [
         _span(
             trace_id,
@@ -151,7 +161,8 @@ def _sglang(
             f"tokenizer {host}",
             r.t_arrival,
             r.t_queued,
-            status=status if not r.t_scheduled else {"code": 0},
+            status=abort if not r.t_scheduled else {"code": 0},
+            attributes=aborted if not r.t_scheduled else [],
         ),
         _span(trace_id, tokenize, tok_thread, "tokenize", r.t_arrival, r.t_tokenized),
     ]
@@ -164,7 +175,8 @@ def _sglang(
                 f"scheduler [TP 0] {host}",
                 r.t_queued,
                 end,
-                status=status,
+                status=abort,
+                attributes=aborted,
             ),
             _span(trace_id, process, sched_thread, "request_process", r.t_queued, r.t_queued),
             _span(trace_id, waiting, sched_thread, "prefill_waiting", r.t_queued, r.t_scheduled),
@@ -177,11 +189,11 @@ def _sglang(
         spans.append(
             _span(trace_id, prefill, sched_thread, "prefill_forward", r.t_scheduled, first)
         )
-    if len(r.tokens) > 1 and first is not None:
-        spans.append(_span(trace_id, decode, sched_thread, "decode_forward", first, r.tokens[-1]))
+    if len(tokens) > 1 and first is not None:
+        spans.append(_span(trace_id, decode, sched_thread, "decode_forward", first, tokens[-1]))
         loop_ids = hashlib.blake2b(root_id.encode(), digest_size=8).hexdigest()
         base = int(loop_ids, 16)
-        for ct, (a, b) in enumerate(zip(r.tokens, r.tokens[1:], strict=False)):
+        for ct, (a, b) in enumerate(itertools.pairwise(tokens)):
             step = _span(
                 trace_id,
                 f"{(base + ct + 1) % (1 << 64):016x}",

@@ -112,3 +112,17 @@ def test_same_diagnosis_in_every_convention(diagnoses, convention):
     decided_or_not = _causes(other, "confirmed", "not_applicable")
     for playbook, causes in _causes(base, "confirmed").items():
         assert causes <= decided_or_not[playbook], (playbook, causes, decided_or_not[playbook])
+
+
+def test_no_prompt_lengths_no_claim_of_what_requests_hold(diagnoses):
+    """kv-pressure sums what requests in service hold from their prompt and output lengths.
+    SGLang's traces carry no prompt length: the clause is left out, not the output alone
+    read as what they hold; the roofline of slow-decode leaves its KV term out the same way."""
+
+    def message(convention, playbook):
+        return next(f.message for f in diagnoses[convention].findings if f.id == playbook)
+
+    assert "requests in service hold ~" in message("traceq", "kv-pressure")
+    assert "hold ~" not in message("sglang", "kv-pressure")
+    for convention in ("traceq", "sglang"):
+        assert "KV cache 0 s" not in message(convention, "slow-decode")

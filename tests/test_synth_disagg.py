@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 import traceq
 from traceq.cli.synth import synth_cmd
+from traceq.ingest import IngestOptions
 from traceq.synth import generate
 from traceq.synth.write_conventions import DISAGG_CONVENTIONS
 
@@ -101,6 +102,46 @@ def test_diagnose_finds_the_gateway_failures(deployment):
     _, labels, ds = deployment
     failing = sorted(f.id for f in run(ds).findings if f.status == "fail")
     assert failing == labels["expected_playbooks"]
+
+
+def test_prefills_on_the_prefill_pool_stall_no_decode(tmp_path):
+    """Each request prefills on a prefill worker and streams from a decode worker, so no
+    decode worker's chunk gap overlaps a prefill of its own (gap_context), and no tail request
+    decoded behind one. Read as one engine's, the long prompts of prefill-interference put
+    prefill tokens in the decode workers' gaps and decodes "behind a prefill"."""
+    from tests.playbook_helpers import run
+
+    folder = tmp_path / "run"
+    generate("prefill-interference", folder, seed=3, requests=100, convention="dynamo")
+    traceq.ingest([folder / "traces.otlp.jsonl"], tmp_path / "run.tq")
+    con = traceq.open(tmp_path / "run.tq")
+    ((gaps, prefilled),) = con.sql(
+        "SELECT count(*), count(*) FILTER (WHERE prefill_tokens > 0) FROM gap_context"
+    ).fetchall()
+    assert gaps > 1000 and prefilled == 0
+    lines = [m["line"] for m in run(tmp_path / "run.tq").tail]
+    assert lines and not any("decoded behind" in x or "decoding behind" in x for x in lines)
+
+
+def test_another_replicas_prefill_holds_up_no_decode(tmp_path):
+    """Two replicas: long prompts on one (prefill-interference), a KV-starved engine on the
+    other. A slow decode on the second is never put "behind a prefill" that ran on the first
+    (read as one engine's, 40 % of its TPOT tail was)."""
+    from traceq.playbooks.tail import explain
+    from traceq.session import Session
+
+    for name, scenario, seed in (("a", "prefill-interference", 1), ("b", "kv-pressure", 2)):
+        generate(scenario, tmp_path / name, seed=seed, requests=120)
+        traces = tmp_path / name / "traces.otlp.jsonl"
+        options = IngestOptions(instance=f"replica-{name}")
+        traceq.ingest([traces], tmp_path / "fleet.tq", options=options)
+    with Session(tmp_path / "fleet.tq") as session:
+        ((slowest,),) = session.query(
+            "SELECT instance FROM request_phases ORDER BY tpot_ns DESC NULLS LAST LIMIT 1"
+        ).rows()
+        tpot = next(m for m in explain(session, 0, 1 << 62) if m["metric"] == "tpot")
+    assert slowest == "replica-b"
+    assert tpot["line"].endswith(": 100 % decoded (no engine stats to say more)"), tpot["line"]
 
 
 def test_same_seed_same_bytes_and_listed(tmp_path):

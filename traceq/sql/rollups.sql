@@ -42,7 +42,8 @@ WHERE instance IS NOT NULL AND instance <> ''
 CREATE OR REPLACE MACRO _prefill_bucket(ts) AS ts // 10000000000;
 
 -- Internal (not a public view): per engine, the running total of uncached prompt tokens whose
--- prefill finished (first token) by each time; a gap's prefill_tokens is the difference
+-- prefill finished (first token) by each time (a disaggregated request's on its
+-- prefill_instance); a gap's prefill_tokens is the difference
 -- between its two ends on its own request's engine (ASOF joins in gap_context and gap_stalls).
 -- The running sum is taken in two levels, so that no window partition holds a whole engine's
 -- first tokens (Spark sorts and sums one window partition in one task): the tokens of the
@@ -55,7 +56,9 @@ CREATE OR REPLACE MACRO _prefill_bucket(ts) AS ts // 10000000000;
 CREATE OR REPLACE VIEW _prefill_timeline AS
 WITH firsts AS (
     SELECT
-        coalesce(e.engine, '') AS engine,
+        -- a disaggregated request's prefill stalls its prefill instance's steps, not those
+        -- of the instance that decodes it
+        coalesce(nullif(p.prefill_instance, ''), e.engine, '') AS engine,
         p.t_arrival + p.ttft_ns AS ts,
         _prefill_bucket(p.t_arrival + p.ttft_ns) AS bucket,
         sum(greatest(coalesce(p.prompt_tokens, 0) - coalesce(p.cached_tokens, 0), 0)) AS tokens
@@ -158,7 +161,8 @@ CREATE OR REPLACE VIEW _window_chunks AS SELECT * FROM chunk_gaps;
 -- One row per chunk gap (token_gaps rows with a gap) with what else happened meanwhile:
 -- the prompt tokens whose prefill other requests on the same engine finished inside the gap
 -- (their first token fell in it; request_phases, uncached prompt tokens; with several
--- instances in the dataset, only the request's own instance counts), the request's median gap, and the
+-- instances in the dataset, only the request's own instance counts, and a disaggregated
+-- request's prefill counts on its prefill_instance), the request's median gap, and the
 -- view of the source. The input of interference and stall checks.
 CREATE OR REPLACE VIEW gap_context AS
 WITH gaps AS (
@@ -198,8 +202,8 @@ SELECT
     b.tbt_ms AS tbt_ms,
     -- The request's median gap (ms; request_tbt).
     q.tbt_q[1] AS req_tbt_p50_ms,
-    -- Uncached prompt tokens of requests on the same engine (instance) whose first token fell
-    -- inside the gap.
+    -- Uncached prompt tokens of requests prefilled on the same engine (instance; a
+    -- disaggregated request's prefill_instance) whose first token fell inside the gap.
     b.cum_end - b.cum_start AS prefill_tokens
 FROM at_both AS b
 JOIN _request_gaps AS q ON q.request_id = b.request_id AND q.source_id = b.source_id;
@@ -263,8 +267,8 @@ SELECT
     tbt_ms,
     -- The request's median gap (ms; request_tbt).
     p50 AS req_tbt_p50_ms,
-    -- Uncached prompt tokens of requests on the same engine (instance) whose first token fell
-    -- inside the gap.
+    -- Uncached prompt tokens of requests prefilled on the same engine (instance; a
+    -- disaggregated request's prefill_instance) whose first token fell inside the gap.
     cum_end - cum_start AS prefill_tokens
 FROM at_both;
 

@@ -15,7 +15,9 @@
 --                 $burst_min_arrivals arrivals or more, at $burst_factor times the median
 --                 arrival rate of the run's windows or more;
 --   long-prefill  another request's prefill of $long_prompt_tokens or more uncached tokens
---                 overlapped the interval;
+--                 overlapped the interval on the same engine (instance: of the request's
+--                 prefill while it waited or prefilled, of its decode while it decoded; a
+--                 disaggregated request prefills on its prefill_instance);
 --   long-prompt   (TTFT) its own prompt was that long; long-output (e2e, decoding) its own
 --                 output was in the window's longest 5 %;
 --   none          none of these.
@@ -47,8 +49,15 @@ WITH sized AS (
     FROM request_phases
     WHERE t_arrival >= $start AND t_arrival < $end AND error IS NULL
 ),
+fleet AS (
+    -- whether the dataset has several instances: then a prefill holds up its own engine's
+    -- requests only; with one (or none named) every request is on the one engine (the
+    -- rollups' rule, _request_engine in traceq/sql/rollups.sql)
+    SELECT count(DISTINCT instance) > 1 AS many FROM request_phases
+),
 r AS (
-    -- the requests in some metric's tail, with what judging them needs
+    -- the requests in some metric's tail, with what judging them needs: the engine of its
+    -- prefill (p_engine) and of its decode (d_engine)
     SELECT
         p.request_id,
         p.t_arrival,
@@ -63,8 +72,16 @@ r AS (
         p.decode_ns,
         p.residual_ns,
         p.prompt_tokens - coalesce(p.cached_tokens, 0) AS new_tokens,
-        p.output_tokens
-    FROM request_phases AS p, sized AS s
+        p.output_tokens,
+        CASE WHEN m.many THEN coalesce(p.instance, '') ELSE '' END AS d_engine,
+        -- a disaggregated request prefilled on its prefill_instance
+        coalesce(
+            nullif(p.prefill_instance, ''),
+            CASE WHEN m.many THEN coalesce(p.instance, '') ELSE '' END
+        ) AS p_engine
+    FROM request_phases AS p
+    CROSS JOIN sized AS s
+    CROSS JOIN fleet AS m
     WHERE p.t_arrival >= $start AND p.t_arrival < $end AND p.error IS NULL
         AND (p.ttft_ns >= s.thr_ttft OR p.tpot_ns >= s.thr_tpot OR p.e2e_ns >= s.thr_e2e)
 ),
@@ -85,21 +102,19 @@ tail AS (
 long_prefills AS (
     -- prefills of long uncached prompts anywhere in the run (scheduled to first token)
     SELECT
-        request_id,
-        t_arrival + coalesce(tokenize_ns, 0) + coalesce(queue_ns, 0) AS p_start,
-        t_arrival + ttft_ns AS p_end,
-        prompt_tokens - coalesce(cached_tokens, 0) AS new_tokens
-    FROM request_phases
-    WHERE prompt_tokens - coalesce(cached_tokens, 0) >= $long_prompt_tokens
-        AND ttft_ns IS NOT NULL AND t_arrival < $end + (SELECT max_e2e_ns FROM sized)
-        AND t_arrival + ttft_ns > $start
-),
-behind AS (
-    SELECT t.metric, t.request_id, max(l.new_tokens) AS ahead_tokens
-    FROM tail AS t
-    JOIN long_prefills AS l
-        ON l.p_start < t.b AND l.p_end > t.a AND l.request_id <> t.request_id
-    GROUP BY ALL
+        p.request_id,
+        p.t_arrival + coalesce(p.tokenize_ns, 0) + coalesce(p.queue_ns, 0) AS p_start,
+        p.t_arrival + p.ttft_ns AS p_end,
+        p.prompt_tokens - coalesce(p.cached_tokens, 0) AS new_tokens,
+        coalesce(
+            nullif(p.prefill_instance, ''),
+            CASE WHEN m.many THEN coalesce(p.instance, '') ELSE '' END
+        ) AS engine
+    FROM request_phases AS p
+    CROSS JOIN fleet AS m
+    WHERE p.prompt_tokens - coalesce(p.cached_tokens, 0) >= $long_prompt_tokens
+        AND p.ttft_ns IS NOT NULL AND p.t_arrival < $end + (SELECT max_e2e_ns FROM sized)
+        AND p.t_arrival + p.ttft_ns > $start
 ),
 kv AS (
     SELECT t.metric, t.request_id, max(s.kv_usage) AS kv_max
@@ -153,6 +168,16 @@ phased AS (
             ELSE 'unstamped'
         END AS phase
     FROM tail AS t
+),
+behind AS (
+    -- a long prefill on the engine of the phase that held the request up: its prefill's
+    -- engine while it waited or prefilled, its decode's while it decoded
+    SELECT t.metric, t.request_id, max(l.new_tokens) AS ahead_tokens
+    FROM phased AS t
+    JOIN long_prefills AS l
+        ON l.p_start < t.b AND l.p_end > t.a AND l.request_id <> t.request_id
+        AND l.engine = CASE WHEN t.phase = 'decode' THEN t.d_engine ELSE t.p_engine END
+    GROUP BY ALL
 ),
 typical AS (
     SELECT median(arrival_rate) AS rate FROM window_stats WHERE arrivals > 0

@@ -142,9 +142,10 @@ def test_sglang_request_tree(tmp_path, encoder):
 def test_sglang_aborts_mark_the_thread_span(tmp_path, encoder):
     """`TraceReqContext.abort(abort_info=...)` sets ERROR on the thread span, with no
     description, and the finish reason's fields as attributes (FINISH_ABORT.to_json, its
-    None values dropped by the SDK), or one `reason`; the root ends as any other. A
-    rejection keeps its error type; a request the client left is finish reason `abort`; the
-    tracer's own destructor message is no failure."""
+    None values dropped by the SDK), or one `reason` (`abort_info` in the older
+    tracing/trace.py); the root ends as any other. A rejection keeps its error type; an abort
+    without an HTTP status is finish reason `abort`; the tracer's own destructor message, in
+    either form, is no failure."""
     from opentelemetry.trace import Status, StatusCode
 
     cases = {
@@ -155,6 +156,7 @@ def test_sglang_aborts_mark_the_thread_span(tmp_path, encoder):
         "kvcap000": ({"reason": "Request kvcap000 exceeds the maximum number of tokens"},
                      ("Request kvcap000 exceeds the maximum number of tokens", None)),
         "gc000000": ({"reason": "have unclosed span, auto closed"}, (None, None)),
+        "gcold000": ({"abort_info": "have unclosed span, auto closed"}, (None, None)),
     }  # fmt: skip
     with provider({"service.name": "sglang"}, SGLangIdGenerator()) as (tracer, spans):
         for i, (rid, (info, _)) in enumerate(cases.items()):

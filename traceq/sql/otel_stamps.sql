@@ -91,36 +91,40 @@ DROP TABLE _child_spans;
 
 -- SGLang marks an aborted request on its thread span, not its root (TraceReqContext.abort,
 -- sglang observability/trace.py): status ERROR, and as attributes the finish reason's fields
--- (FINISH_ABORT: `type` abort, `message`, `status_code`, `err_type`) or one `reason`. An abort
--- with an HTTP status is a rejection (a prompt too long: 400 BadRequestError); one without is
--- the request aborted (a client that left), finish reason `abort` as vLLM writes it. The
--- tracer's own "have unclosed span, auto closed" (its destructor) says nothing of the request.
+-- (FINISH_ABORT: `type` abort, `message`, `status_code`, `err_type`) or one `reason` (older
+-- tracing/trace.py: `abort_info`). An abort with an HTTP status is a rejection (a prompt too
+-- long: 400 BadRequestError); one without is finish reason `abort`, as vLLM writes any
+-- aborted request (a client that left, or a server-side abort such as a lost remote
+-- prefill). The tracer's own "have unclosed span, auto closed" (its destructor) says nothing
+-- of the request. Of several such spans, the first to end (then the lowest span) speaks.
 CREATE OR REPLACE TEMP TABLE _thread_aborts AS
-SELECT
-    o.req_span AS _span,
-    arg_min(
+SELECT _span, error, aborted
+FROM (
+    SELECT
+        o.req_span AS _span,
+        k.t_end,
+        k._span AS thread_span,
         coalesce(
             nullif(json_extract_string(k.attributes_json, '$.err_type'), ''),
             nullif(json_extract_string(k.attributes_json, '$.message'), ''),
             nullif(json_extract_string(k.attributes_json, '$.reason'), ''),
+            nullif(json_extract_string(k.attributes_json, '$.abort_info'), ''),
             nullif(k.status_message, ''),
             'abort'
-        ),
-        k.t_end
-    ) AS error,
-    arg_min(
-        json_extract_string(k.attributes_json, '$.type') = 'abort'
-            AND json_extract_string(k.attributes_json, '$.status_code') IS NULL,
-        k.t_end
-    ) AS aborted
-FROM _kept AS k
-JOIN _owner AS o USING (_span)
-JOIN _kept AS r ON r._span = o.req_span
-WHERE k.status_code = 'ERROR' AND NOT k.is_request AND k.role IS NULL
-  AND r.a_rid IS NOT NULL
-  AND coalesce(json_extract_string(k.attributes_json, '$.reason'), '')
-      <> 'have unclosed span, auto closed'
-GROUP BY ALL;
+        ) AS error,
+        coalesce(
+            json_extract_string(k.attributes_json, '$.type') = 'abort'
+                AND json_extract_string(k.attributes_json, '$.status_code') IS NULL,
+            false
+        ) AS aborted
+    FROM _kept AS k
+    JOIN _owner AS o USING (_span)
+    JOIN _kept AS r ON r._span = o.req_span
+    WHERE k.status_code = 'ERROR' AND NOT k.is_request AND k.role IS NULL
+      AND r.a_rid IS NOT NULL
+)
+WHERE error <> 'have unclosed span, auto closed'
+QUALIFY row_number() OVER (PARTITION BY _span ORDER BY t_end, thread_span) = 1;
 
 -- Span events of each request (and of its descendants): engine-core queued / scheduled,
 -- preemptions (vLLM PREEMPTED, SGLang retract), TensorRT-LLM KV-transfer boundaries.

@@ -114,15 +114,19 @@ def test_same_diagnosis_in_every_convention(diagnoses, convention):
         assert causes <= decided_or_not[playbook], (playbook, causes, decided_or_not[playbook])
 
 
-def test_no_prompt_lengths_no_claim_of_what_requests_hold(diagnoses):
-    """kv-pressure sums what requests in service hold from their prompt and output lengths.
-    SGLang's traces carry no prompt length: the clause is left out, not the output alone
-    read as what they hold; the roofline of slow-decode leaves its KV term out the same way."""
+def test_no_prompt_lengths_no_claim_of_what_requests_hold(diagnoses, tmp_path):
+    """kv-pressure sums what requests in service hold from their prompt and output lengths,
+    and slow-decode's roofline adds their KV cache to the weights. SGLang's traces carry no
+    prompt length: those clauses are left out, not the output alone read as what they hold,
+    nor a KV cache of 0 s."""
+    from tests.playbook_helpers import ingest_folder, run
 
-    def message(convention, playbook):
-        return next(f.message for f in diagnoses[convention].findings if f.id == playbook)
+    def message(diagnosis, playbook):
+        return next(f.message for f in diagnosis.findings if f.id == playbook)
 
-    assert "requests in service hold ~" in message("traceq", "kv-pressure")
-    assert "hold ~" not in message("sglang", "kv-pressure")
-    for convention in ("traceq", "sglang"):
-        assert "KV cache 0 s" not in message(convention, "slow-decode")
+    assert "requests in service hold ~" in message(diagnoses["traceq"], "kv-pressure")
+    assert "hold ~" not in message(diagnoses["sglang"], "kv-pressure")
+    generate("gpu-throttle", tmp_path / "run", seed=1, requests=150, convention="sglang")
+    weights = message(run(ingest_folder(tmp_path / "run", tmp_path / "run.tq")), "slow-decode")
+    assert "the roofline floor of" in weights and ": weights " in weights, weights
+    assert "KV cache" not in weights and "prefill 0 s" not in weights, weights

@@ -57,8 +57,13 @@ CREATE OR REPLACE VIEW _prefill_timeline AS
 WITH firsts AS (
     SELECT
         -- a disaggregated request's prefill stalls its prefill instance's steps, not those
-        -- of the instance that decodes it
-        coalesce(nullif(p.prefill_instance, ''), e.engine, '') AS engine,
+        -- of the instance that decodes it (one engine in both roles stays on its engine)
+        coalesce(
+            CASE WHEN p.prefill_instance <> '' AND p.prefill_instance IS DISTINCT FROM p.instance
+                THEN p.prefill_instance END,
+            e.engine,
+            ''
+        ) AS engine,
         p.t_arrival + p.ttft_ns AS ts,
         _prefill_bucket(p.t_arrival + p.ttft_ns) AS bucket,
         sum(greatest(coalesce(p.prompt_tokens, 0) - coalesce(p.cached_tokens, 0), 0)) AS tokens

@@ -17,7 +17,8 @@
 --   long-prefill  another request's prefill of $long_prompt_tokens or more uncached tokens
 --                 overlapped the interval on the same engine (instance: of the request's
 --                 prefill while it waited or prefilled, of its decode while it decoded; a
---                 disaggregated request prefills on its prefill_instance);
+--                 disaggregated request prefills on its prefill_instance when that is
+--                 another);
 --   long-prompt   (TTFT) its own prompt was that long; long-output (e2e, decoding) its own
 --                 output was in the window's longest 5 %;
 --   none          none of these.
@@ -74,9 +75,10 @@ r AS (
         p.prompt_tokens - coalesce(p.cached_tokens, 0) AS new_tokens,
         p.output_tokens,
         CASE WHEN m.many THEN coalesce(p.instance, '') ELSE '' END AS d_engine,
-        -- a disaggregated request prefilled on its prefill_instance
+        -- a disaggregated request prefilled on its prefill_instance, where that is another
         coalesce(
-            nullif(p.prefill_instance, ''),
+            CASE WHEN p.prefill_instance <> '' AND p.prefill_instance IS DISTINCT FROM p.instance
+                THEN p.prefill_instance END,
             CASE WHEN m.many THEN coalesce(p.instance, '') ELSE '' END
         ) AS p_engine
     FROM request_phases AS p
@@ -107,7 +109,8 @@ long_prefills AS (
         p.t_arrival + p.ttft_ns AS p_end,
         p.prompt_tokens - coalesce(p.cached_tokens, 0) AS new_tokens,
         coalesce(
-            nullif(p.prefill_instance, ''),
+            CASE WHEN p.prefill_instance <> '' AND p.prefill_instance IS DISTINCT FROM p.instance
+                THEN p.prefill_instance END,
             CASE WHEN m.many THEN coalesce(p.instance, '') ELSE '' END
         ) AS engine
     FROM request_phases AS p

@@ -1,8 +1,8 @@
 -- `traceq whatif` (traceq/whatif/): what the dataset holds for a calibration, one row:
 -- requests with a first token, those of them with a prompt length (the replay needs one),
 -- requests a client aborted, requests with per-token timing (server chunks), requests
--- prefilled and decoded by different instances (a disaggregated run: request_hops) and how
--- many instances did each, the engine's peaks from its stats lines (null without them), the
+-- prefilled and decoded by different instances (a disaggregated run: request_phases'
+-- prefill_instance and decode_instance, from the stitch) and how many instances did each, the engine's peaks from its stats lines (null without them), the
 -- instances, and the GPU's memory and name (the defaults of vLLM depend on both).
 SELECT
     (SELECT count(*) FROM request_phases WHERE view = 'server' AND error IS NULL
@@ -15,14 +15,9 @@ SELECT
     (SELECT count(DISTINCT request_id) FROM token_gaps WHERE view = 'server'
         AND tbt_ns IS NOT NULL) AS chunked_requests,
     (SELECT count(DISTINCT instance) FROM request_phases WHERE view = 'server') AS instances,
-    (SELECT count(*) FROM (
-        SELECT request_id FROM request_hops WHERE hop IN ('prefill', 'decode')
-        GROUP BY request_id HAVING count(DISTINCT hop) = 2 AND count(DISTINCT instance) > 1
-    )) AS split_requests,
-    (SELECT count(DISTINCT instance) FROM request_hops WHERE hop = 'prefill')
-        AS prefill_instances,
-    (SELECT count(DISTINCT instance) FROM request_hops WHERE hop = 'decode')
-        AS decode_instances,
+    split.requests AS split_requests,
+    split.prefill_instances,
+    split.decode_instances,
     (SELECT max(running) FROM engine_stats) AS max_running,
     (SELECT max(waiting) FROM engine_stats) AS max_waiting,
     (SELECT max(kv_usage) FROM engine_stats) AS max_kv_usage,
@@ -31,3 +26,13 @@ SELECT
     (SELECT count(DISTINCT coalesce(uuid, host || ':' || gpu)) FROM gpu_samples) AS gpus,
     (SELECT max(prompt_tokens - coalesce(cached_tokens, 0)) FROM request_phases
         WHERE view = 'server' AND error IS NULL) AS max_uncached_prompt
+FROM (
+    -- requests the stitch found prefilled on one instance and decoded on another
+    SELECT
+        count(*) AS requests,
+        count(DISTINCT prefill_instance) AS prefill_instances,
+        count(DISTINCT decode_instance) AS decode_instances
+    FROM request_phases
+    WHERE view = 'server' AND prefill_instance <> '' AND decode_instance <> ''
+        AND prefill_instance <> decode_instance
+) AS split

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from traceq.playbooks.words import counted
 from traceq.session import Session
 from traceq.slo import DEFAULT_GPU_HOUR_USD, DEFAULT_SLO
 from traceq.sql import load
@@ -146,6 +147,8 @@ def calibrate(session: Session, settings: dict[str, SettingValue] | None = None)
     SettingError (a limit without a source)."""
     settings = settings or {}
     inputs = session.query(load("whatif_inputs")).row(0, named=True)
+    if inputs["split_requests"]:  # first: no other input would make it replayable
+        raise WhatIfInputError(_disaggregated(inputs))
     timed = int(inputs["timed_requests"] or 0)
     if timed == 0:
         raise WhatIfInputError(
@@ -157,8 +160,6 @@ def calibrate(session: Session, settings: dict[str, SettingValue] | None = None)
             "no per-token (chunk) timing on the server: whatif rebuilds engine steps from "
             f"chunk times and cannot calibrate without them; {TIMING_HINT}"
         )
-    if inputs["split_requests"]:
-        raise WhatIfInputError(_disaggregated(inputs))
     sized = int(inputs["sized_requests"] or 0)
     if sized == 0:
         raise WhatIfInputError(
@@ -190,7 +191,8 @@ def calibrate(session: Session, settings: dict[str, SettingValue] | None = None)
     n_steps = steps.steps if steps else 0
     if steps is None or n_steps < MIN_STEPS or sized < MIN_REQUESTS:
         raise WhatIfInputError(
-            f"the run is too short to fit: {sized:,} timed requests and {n_steps:,} engine "
+            f"the run is too short to fit: {sized:,} timed requests with a prompt length and "
+            f"{n_steps:,} engine "
             f"steps rebuilt, whatif needs at least {MIN_REQUESTS:,} and {MIN_STEPS:,}; "
             "record a longer run with per-token timing"
         )
@@ -198,7 +200,7 @@ def calibrate(session: Session, settings: dict[str, SettingValue] | None = None)
     limits = read_limits(settings_rows, peaks, settings)
     front = fit_front(session.query(load("whatif_front")).row(0, named=True))
     rows = session.query(load("whatif_requests"), {"limit": MAX_REPLAY_REQUESTS})
-    workload = Workload.from_frame(rows, timed, int(inputs["aborted_requests"] or 0))
+    workload = Workload.from_frame(rows, sized, int(inputs["aborted_requests"] or 0))
     instances = sorted({str(i) for i in sums["instance"].to_list()})
     steps, factors = fit_instances(sums, steps, speed)
     return Calibrated(Model(steps, front, workload, speed, factors), limits, instances)
@@ -207,18 +209,14 @@ def calibrate(session: Session, settings: dict[str, SettingValue] | None = None)
 def _disaggregated(inputs: dict[str, Any]) -> str:
     """Why a disaggregated run is not replayed: whatif's engine runs each request's prefill
     and decode in its own steps, where this run moved the KV cache between instances."""
-    split = _counted(int(inputs["split_requests"]), "request")
-    prefill = _counted(int(inputs["prefill_instances"] or 0), "instance")
-    decode = _counted(int(inputs["decode_instances"] or 0), "instance")
+    split = counted(int(inputs["split_requests"]), "request")
+    prefill = counted(int(inputs["prefill_instances"]), "instance")
+    decode = counted(int(inputs["decode_instances"]), "instance")
     return (
-        f"the run is disaggregated: {split} prefilled on {prefill} and decoded on {decode} "
-        "(request_hops); whatif models aggregated serving, one engine running both phases of "
-        "a request, and cannot replay prefill and decode on separate workers"
+        f"the run is disaggregated: {split} prefilled on {prefill} and decoded on {decode}; "
+        "whatif models aggregated serving, one engine running both phases of a request, and "
+        "cannot replay prefill and decode on separate workers"
     )
-
-
-def _counted(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def observe(session: Session, slo: dict[str, float | None], tbt: bool = True) -> Observed:

@@ -50,15 +50,25 @@ WITH sized AS (
     FROM request_phases
     WHERE t_arrival >= $start AND t_arrival < $end AND error IS NULL
 ),
-fleet AS (
-    -- whether the dataset has several instances: then a prefill holds up its own engine's
-    -- requests only; with one (or none named) every request is on the one engine (the
-    -- rollups' rule, _request_engine in traceq/sql/rollups.sql)
-    SELECT count(DISTINCT instance) > 1 AS many FROM request_phases
+engines AS (
+    -- every request with the engine of its decode (d_engine) and of its prefill (p_engine):
+    -- with several instances in the dataset its instance, so that a prefill holds up its own
+    -- engine's requests only; with one (or none named) the one engine '' (the rollups' rule,
+    -- _request_engine in traceq/sql/rollups.sql); a disaggregated request prefilled on its
+    -- prefill_instance, where that is another
+    SELECT
+        p.*,
+        CASE WHEN m.many THEN coalesce(p.instance, '') ELSE '' END AS d_engine,
+        coalesce(
+            CASE WHEN p.prefill_instance <> '' AND p.prefill_instance IS DISTINCT FROM p.instance
+                THEN p.prefill_instance END,
+            d_engine
+        ) AS p_engine
+    FROM request_phases AS p
+    CROSS JOIN (SELECT count(DISTINCT instance) > 1 AS many FROM request_phases) AS m
 ),
 r AS (
-    -- the requests in some metric's tail, with what judging them needs: the engine of its
-    -- prefill (p_engine) and of its decode (d_engine)
+    -- the requests in some metric's tail, with what judging them needs
     SELECT
         p.request_id,
         p.t_arrival,
@@ -74,16 +84,10 @@ r AS (
         p.residual_ns,
         p.prompt_tokens - coalesce(p.cached_tokens, 0) AS new_tokens,
         p.output_tokens,
-        CASE WHEN m.many THEN coalesce(p.instance, '') ELSE '' END AS d_engine,
-        -- a disaggregated request prefilled on its prefill_instance, where that is another
-        coalesce(
-            CASE WHEN p.prefill_instance <> '' AND p.prefill_instance IS DISTINCT FROM p.instance
-                THEN p.prefill_instance END,
-            CASE WHEN m.many THEN coalesce(p.instance, '') ELSE '' END
-        ) AS p_engine
-    FROM request_phases AS p
+        p.d_engine,
+        p.p_engine
+    FROM engines AS p
     CROSS JOIN sized AS s
-    CROSS JOIN fleet AS m
     WHERE p.t_arrival >= $start AND p.t_arrival < $end AND p.error IS NULL
         AND (p.ttft_ns >= s.thr_ttft OR p.tpot_ns >= s.thr_tpot OR p.e2e_ns >= s.thr_e2e)
 ),
@@ -108,13 +112,8 @@ long_prefills AS (
         p.t_arrival + coalesce(p.tokenize_ns, 0) + coalesce(p.queue_ns, 0) AS p_start,
         p.t_arrival + p.ttft_ns AS p_end,
         p.prompt_tokens - coalesce(p.cached_tokens, 0) AS new_tokens,
-        coalesce(
-            CASE WHEN p.prefill_instance <> '' AND p.prefill_instance IS DISTINCT FROM p.instance
-                THEN p.prefill_instance END,
-            CASE WHEN m.many THEN coalesce(p.instance, '') ELSE '' END
-        ) AS engine
-    FROM request_phases AS p
-    CROSS JOIN fleet AS m
+        p.p_engine AS engine
+    FROM engines AS p
     WHERE p.prompt_tokens - coalesce(p.cached_tokens, 0) >= $long_prompt_tokens
         AND p.ttft_ns IS NOT NULL AND p.t_arrival < $end + (SELECT max_e2e_ns FROM sized)
         AND p.t_arrival + p.ttft_ns > $start

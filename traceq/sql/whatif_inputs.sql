@@ -2,14 +2,12 @@
 -- requests with a first token, those of them with a prompt length (the replay needs one),
 -- requests a client aborted, requests with per-token timing (server chunks), requests
 -- prefilled and decoded by different instances (a disaggregated run: request_phases'
--- prefill_instance and decode_instance, from the stitch) and how many instances did each, the engine's peaks from its stats lines (null without them), the
--- instances, and the GPU's memory and name (the defaults of vLLM depend on both).
+-- prefill_instance and decode_instance, from the stitch) and how many instances did each,
+-- the engine's peaks from its stats lines (null without them), the instances, and the GPU's
+-- memory and name (the defaults of vLLM depend on both).
 SELECT
-    (SELECT count(*) FROM request_phases WHERE view = 'server' AND error IS NULL
-        AND ttft_ns IS NOT NULL AND prefill_ns IS NOT NULL) AS timed_requests,
-    (SELECT count(*) FROM request_phases WHERE view = 'server' AND error IS NULL
-        AND ttft_ns IS NOT NULL AND prefill_ns IS NOT NULL AND prompt_tokens > 0)
-        AS sized_requests,
+    timed.requests AS timed_requests,
+    timed.sized AS sized_requests,
     (SELECT count(*) FROM request_phases WHERE view = 'server' AND finish_reason = 'abort'
         AND prompt_tokens > 0 AND e2e_ns > 0) AS aborted_requests,
     (SELECT count(DISTINCT request_id) FROM token_gaps WHERE view = 'server'
@@ -27,6 +25,10 @@ SELECT
     (SELECT max(prompt_tokens - coalesce(cached_tokens, 0)) FROM request_phases
         WHERE view = 'server' AND error IS NULL) AS max_uncached_prompt
 FROM (
+    SELECT count(*) AS requests, count(*) FILTER (WHERE prompt_tokens > 0) AS sized
+    FROM request_phases
+    WHERE view = 'server' AND error IS NULL AND ttft_ns IS NOT NULL AND prefill_ns IS NOT NULL
+) AS timed, (
     -- requests the stitch found prefilled on one instance and decoded on another
     SELECT
         count(*) AS requests,

@@ -192,8 +192,8 @@ def calibrate(session: Session, settings: dict[str, SettingValue] | None = None)
     if steps is None or n_steps < MIN_STEPS or sized < MIN_REQUESTS:
         raise WhatIfInputError(
             f"the run is too short to fit: {sized:,} timed requests with a prompt length and "
-            f"{n_steps:,} engine "
-            f"steps rebuilt, whatif needs at least {MIN_REQUESTS:,} and {MIN_STEPS:,}; "
+            f"{n_steps:,} engine steps rebuilt, whatif needs at least {MIN_REQUESTS:,} and "
+            f"{MIN_STEPS:,}; "
             "record a longer run with per-token timing"
         )
     peaks = replace(peaks, max_decode=steps.max_decode, max_step_tokens=steps.max_step_tokens)

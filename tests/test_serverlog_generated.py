@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from tests import serverlog_factory as f
 from tests.serverlog_helpers import ingest_log, ns, rows
 from traceq.cli import cli
+from traceq.ingest import ingest
 from traceq.ingest.serverlog import lines as ln
 
 T0 = dt.datetime(2025, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
@@ -159,6 +160,25 @@ def test_default_year_from_mtime_and_time_zone(tmp_path: Path) -> None:
     assert entry["assumptions"]["year"] == 2024
     assert entry["assumptions"]["year_from"] == "file mtime"
     assert entry["assumptions"]["tz"] == "Europe/Berlin"
+
+
+def test_a_log_copied_before_its_day_came_round_again_is_from_the_year_before(
+    tmp_path: Path,
+) -> None:
+    """A yearless log of 16 December copied on 7 December 2026 (a fresh clone, a download)
+    ran in 2025: 2026 would put it after the file was written, and warn about its own guess."""
+    stamp = dt.datetime(2025, 12, 16, 0, 58, tzinfo=dt.UTC)
+    path = write(tmp_path / "dec.log", [f.v0_stats(f.Stat(stamp, 1.0, 2.0, 1, 0, 97.0))])
+    mtime = dt.datetime(2026, 12, 7, 13, 52, tzinfo=dt.UTC).timestamp()
+    os.utime(path, (mtime, mtime))
+    [result] = ingest([path], tmp_path / "ds.tq")
+    assert result.assumptions["year"] == 2025
+    assert not any("after the file's mtime" in w for w in result.warnings), result.warnings
+    # the next day's stamp still counts as this year's: a zone ahead of UTC writes it
+    path.write_text(f.v0_stats(f.Stat(stamp.replace(year=2026, day=8), 1.0, 2.0, 1, 0, 9.0)))
+    os.utime(path, (mtime, mtime))
+    [result] = ingest([path], tmp_path / "next.tq")
+    assert result.assumptions["year"] == 2026
 
 
 def test_cli_format_option_for_a_pasted_log(tmp_path: Path) -> None:

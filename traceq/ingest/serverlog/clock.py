@@ -5,9 +5,9 @@ vLLM prints `MM-DD HH:MM:SS` in the container's local time: no year, no zone. Th
 front of the same lines (`docker logs -t`, `kubectl logs --timestamps`, a node's CRI files,
 Docker's json-file `time`), else beside the dataset's other sources
 (`traceq/ingest/clocks.py`), else the file's mtime year (moved back one when the first
-stamp's month is later than the mtime's month: the log began the year before), with a
-warning; it rolls over at each Dec → Jan wrap;
-the zone is `--tz` (default UTC). SGLang prints the full date, in local time too.
+stamp's day falls after the mtime's: the log began the year before), with a warning; it
+rolls over at each Dec → Jan wrap; the zone is `--tz` (default UTC). SGLang prints the full
+date, in local time too.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ from traceq.ingest.source import HEAD_BYTES, Source
 # A month that falls by more than this from one stamp to the next is a year wrap (Dec → Jan);
 # smaller steps back are out-of-order lines from parallel processes.
 WRAP_MONTH_DROP = 6
+# A local stamp may run this far ahead of the file's UTC mtime and still be from its year:
+# zones reach UTC+14.
+MTIME_SLACK = dt.timedelta(days=1)
 
 
 @dataclass
@@ -47,10 +50,15 @@ class Clock:
             "year_wraps": self.wraps,
         }
 
-    def _first_year(self, first_month: int) -> int:
+    def _first_year(self, first: str) -> int:
+        """The year of the first stamp `first` (`MM-DD…`): the mtime's year, or the one
+        before when that would put the stamp after the file was last written."""
         if self.year is None:
             when = dt.datetime.fromtimestamp(self.mtime or 0, dt.UTC)
-            self.year = when.year - (1 if first_month > when.month else 0)
+            month, day = int(first[:2]), int(first[3:5]) if first[3:5].isdigit() else 1
+            month = min(max(month, 1), 12)  # an invalid stamp is null later; the year stands
+            stamp = dt.date(when.year, month, 1) + dt.timedelta(days=max(day, 1) - 1)
+            self.year = when.year - (1 if stamp > when.date() + MTIME_SLACK else 0)
             self.year_from = "file mtime"
         return self.year
 
@@ -60,7 +68,7 @@ class Clock:
         valid = month.drop_nulls()
         if valid.is_empty():
             return pl.Series("ts", [None] * len(stamp), dtype=pl.Int64)
-        base = self._first_year(int(valid[0]))
+        base = self._first_year(stamp.filter(month.is_not_null())[0])
         prev = month.forward_fill().shift(1, fill_value=self.last_month)
         wrapped = (prev - month > WRAP_MONTH_DROP).fill_null(False)
         n_wraps = int(wrapped.sum())

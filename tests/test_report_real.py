@@ -95,3 +95,6 @@ def test_times_from_the_runs_own_start_read_as_such(tmp_path):
     text = md.read_text()
     assert "00:00:00 → 00:00:03 into the run (3.6 s)" in text
     assert "into the run for" in text and "1970" not in text
+    # llmperf does not say whether it streamed: the undecided cause names that input
+    assert "needs whether each request was streamed" in text
+    assert "data for this check" not in text

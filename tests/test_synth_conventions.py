@@ -4,6 +4,7 @@ disaggregated deployments (`dynamo`, `llmd`) are tests/test_synth_disagg.py's.""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 import traceq
@@ -130,3 +131,32 @@ def test_no_prompt_lengths_no_claim_of_what_requests_hold(diagnoses, tmp_path):
     weights = message(run(ingest_folder(tmp_path / "run", tmp_path / "run.tq")), "slow-decode")
     assert "the roofline floor of" in weights and ": weights " in weights, weights
     assert "KV cache" not in weights and "prefill 0 s" not in weights, weights
+
+
+def _without_token_events(folder):
+    """vLLM's own tracing: `llm_request` spans alone, without per-token events or child
+    spans (the client's spans, log and GPU files kept)."""
+    path = folder / "traces.otlp.jsonl"
+    docs = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    for doc in docs:
+        for scope in (s for r in doc["resourceSpans"] for s in r["scopeSpans"]):
+            scope["spans"] = [
+                dict(span, events=[]) for span in scope["spans"] if span["name"] == "llm_request"
+            ]
+    path.write_bytes(b"\n".join(orjson.dumps(doc) for doc in docs) + b"\n")
+
+
+def test_spans_without_token_events_read_in_whole_sentences(tmp_path):
+    """vLLM's tracing times each request, not each token. A client that received tokens in
+    bursts (most of its gaps 0 ms) gives no pace for slow-decode to be slower than, and the
+    roofline sentence of a throttled run leaves the chunk gap out without a hole."""
+    from tests.playbook_helpers import failing, ingest_folder, run
+
+    for scenario, expected in (("client-jitter", "tbt-jitter"), ("gpu-throttle", "slow-decode")):
+        generate(scenario, tmp_path / scenario, seed=1, hardware="a100-8b")
+        _without_token_events(tmp_path / scenario)
+        fired = failing(run(ingest_folder(tmp_path / scenario, tmp_path / f"{scenario}.tq")))
+        assert set(fired) == {expected}, (scenario, {k: f.message for k, f in fired.items()})
+        message = fired[expected].message
+        assert ",(" not in message and "gap 0 s" not in message, message
+    assert message.startswith("median TPOT 16 ms from 20"), message

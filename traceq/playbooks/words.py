@@ -18,6 +18,8 @@ A template is `str.format` text with three extra format specs and optional claus
 '57% queued (median 429 ms)'
 >>> fmt("{a:n request} timed out, {b:n request} failed", {"a": 1, "b": 1200})
 '1 request timed out, 1,200 requests failed'
+>>> fmt("TPOT {a:ms}, gap {b:ms} (2× the floor)", {"a": 16})
+'TPOT 16 ms (2× the floor)'
 """
 
 from __future__ import annotations
@@ -144,6 +146,7 @@ def _tidy(text: str) -> str:
     while previous != text:
         previous = text
         text = re.sub(r"\(\s*[,;]?\s*\)", "", text)
+        text = re.sub(r"\s*[,;]\s*\(", " (", text)  # a part dropped between "," and "("
         text = re.sub(r"\(\s*[,;]\s*", "(", text)
         text = re.sub(r"\s*[,;]\s*\)", ")", text)
         text = re.sub(r"\s*([,;])\s*[,;]", r"\1", text)

@@ -106,10 +106,14 @@ def test_same_diagnosis_in_every_convention(diagnoses, convention):
     """Every playbook reaches the same verdict whatever the encoding. Conventions that carry
     more (vLLM's engine-core events and SGLang's retractions count preemptions per request)
     may confirm more causes and rank them differently; one that carries less (SGLang's traces
-    hold no prompt token counts) leaves a cause undecided (not_applicable), never refuted."""
+    hold no prompt token counts) leaves a cause undecided (not_applicable), never refuted,
+    and does not run prefill-interference, which weighs other requests' prompts."""
     base, other = diagnoses["traceq"], diagnoses[convention]
     assert _statuses(base)["kv-pressure"] == "fail"
-    assert _statuses(other) == _statuses(base)
+    expected = _statuses(base)
+    if convention == "sglang":
+        expected["prefill-interference"] = "not_applicable"
+    assert _statuses(other) == expected
     decided_or_not = _causes(other, "confirmed", "not_applicable")
     for playbook, causes in _causes(base, "confirmed").items():
         assert causes <= decided_or_not[playbook], (playbook, causes, decided_or_not[playbook])
@@ -127,6 +131,10 @@ def test_no_prompt_lengths_no_claim_of_what_requests_hold(diagnoses, tmp_path):
 
     assert "requests in service hold ~" in message(diagnoses["traceq"], "kv-pressure")
     assert "hold ~" not in message(diagnoses["sglang"], "kv-pressure")
+    # nor "0% of stalls overlap another request's prefill": every prefill would weigh 0 tokens
+    jitter = next(f for f in diagnoses["sglang"].findings if f.id == "tbt-jitter")
+    behind = next(c for c in jitter.causes if c.id == "prefill-interference")
+    assert behind.status == "not_applicable" and "prompt token counts" in behind.needs
     generate("gpu-throttle", tmp_path / "run", seed=1, requests=150, convention="sglang")
     weights = message(run(ingest_folder(tmp_path / "run", tmp_path / "run.tq")), "slow-decode")
     assert "the roofline floor of" in weights and ": weights " in weights, weights

@@ -125,6 +125,7 @@ def test_no_prompt_lengths_no_claim_of_what_requests_hold(diagnoses, tmp_path):
     prompt length: those clauses are left out, not the output alone read as what they hold,
     nor a KV cache of 0 s."""
     from tests.playbook_helpers import ingest_folder, run
+    from traceq.playbooks.tail import line
 
     def message(diagnosis, playbook):
         return next(f.message for f in diagnosis.findings if f.id == playbook)
@@ -135,6 +136,14 @@ def test_no_prompt_lengths_no_claim_of_what_requests_hold(diagnoses, tmp_path):
     jitter = next(f for f in diagnoses["sglang"].findings if f.id == "tbt-jitter")
     behind = next(c for c in jitter.causes if c.id == "prefill-interference")
     assert behind.status == "not_applicable" and "prompt token counts" in behind.needs
+    # and the tail claims no "nothing unusual in the engine" it could not weigh
+    assert all(m["prompts_seen"] is False for m in diagnoses["sglang"].tail)
+    none = {"phase": "decode", "state": "none", "requests": 5}
+    tail = {"metric": "tpot", "p99_ms": 99.0, "threshold_ms": 88.0, "tail": 5, "requests": 64}
+    for prompts_seen, reads in ((True, "with nothing unusual in the engine"),
+                                (False, "(no prompt lengths to say more)")):  # fmt: skip
+        told = line({**tail, "prompts_seen": prompts_seen, "groups": [{**none, "share": 1.0}]})
+        assert told.endswith(": 100 % decoded " + reads), told
     generate("gpu-throttle", tmp_path / "run", seed=1, requests=150, convention="sglang")
     weights = message(run(ingest_folder(tmp_path / "run", tmp_path / "run.tq")), "slow-decode")
     assert "the roofline floor of" in weights and ": weights " in weights, weights

@@ -81,6 +81,9 @@ UNSEEN = "(no engine stats to say more)"
 """A group's state when no other state held and the dataset holds nothing of the engine's (a
 load test's export or traces alone): "nothing unusual in the engine" would claim what no
 input showed."""
+UNWEIGHED = "(no prompt lengths to say more)"
+"""The same when the engine was seen but no request has a prompt length (SGLang's traces):
+no prefill ahead or beside could be weighed."""
 
 
 def explain(session: Executor, start: int, end: int) -> list[dict[str, Any]]:
@@ -102,6 +105,7 @@ def explain(session: Executor, start: int, end: int) -> list[dict[str, Any]]:
                 "tail": 0,
                 "requests": row["metric_requests"],
                 "engine_seen": bool(row["engine_seen"]),
+                "prompts_seen": bool(row["prompts_seen"]),
                 "groups": [],
             },
         )
@@ -124,13 +128,16 @@ def line(m: dict[str, Any], top: int = 3) -> str:
     )
     parts, told = [], set()
     blind = not m.get("engine_seen", True)  # `none` then says nothing of the engine
+    unseen = UNSEEN if blind else None if m.get("prompts_seen", True) else UNWEIGHED
     for g in m["groups"][:top]:  # a state's figures once a line, at its first group
-        parts.append(_group(m["metric"], g, figures=g["state"] not in told, blind=blind))
+        parts.append(_group(m["metric"], g, figures=g["state"] not in told, unseen=unseen))
         told.add(g["state"])
     return head + ": " + "; ".join(parts)
 
 
-def _group(metric: str, g: dict[str, Any], *, figures: bool = True, blind: bool = False) -> str:
+def _group(
+    metric: str, g: dict[str, Any], *, figures: bool = True, unseen: str | None = None
+) -> str:
     share = f"{g['share'] * 100:.0f} %"
     n = g.get("ahead_tokens")
     ahead = (
@@ -147,8 +154,8 @@ def _group(metric: str, g: dict[str, Any], *, figures: bool = True, blind: bool 
     elif g["phase"] == "tokenize":  # before the engine: nothing to add
         state = ""
     else:
-        state = UNSEEN if blind else _STATES["none"]
+        state = unseen or _STATES["none"]
     verb = "decoded" if metric == "tpot" else _PHASES[g["phase"]]
-    if g["phase"] == "unstamped" and state and state != UNSEEN:
+    if g["phase"] == "unstamped" and state and state not in (UNSEEN, UNWEIGHED):
         state = f"and ran {state}"  # no stamp says where the time went; the engine might
     return f"{share} {verb} {state}".rstrip()

@@ -249,7 +249,9 @@ SELECT
     max(typical_rps) FILTER (WHERE state = 'burst') AS typical_rps,
     EXISTS (SELECT 1 FROM engine_stats)
         OR EXISTS (SELECT 1 FROM events WHERE kind IN ('preemption', 'startup_ready',
-            'startup_server_start')) AS engine_seen
+            'startup_server_start')) AS engine_seen,
+    -- without prompt lengths no prefill weighs anything: no 'nothing unusual' then
+    EXISTS (SELECT 1 FROM request_phases WHERE prompt_tokens IS NOT NULL) AS prompts_seen
 FROM judged
 GROUP BY metric, phase, state
 ORDER BY metric, requests DESC, phase, state

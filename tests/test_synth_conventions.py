@@ -148,6 +148,15 @@ def test_no_prompt_lengths_no_claim_of_what_requests_hold(diagnoses, tmp_path):
     weights = message(run(ingest_folder(tmp_path / "run", tmp_path / "run.tq")), "slow-decode")
     assert "the roofline floor of" in weights and ": weights " in weights, weights
     assert "KV cache" not in weights and "prefill 0 s" not in weights, weights
+    # causes that weigh prompt lengths are undecided and say so, none confirmed on a guess
+    # (tokenize time "not following" prompt lengths that are all missing read as a busy CPU)
+    generate("slow-tokenizer", tmp_path / "tok", seed=1, requests=80, convention="sglang")
+    tok = run(ingest_folder(tmp_path / "tok", tmp_path / "tok.tq"))
+    causes = next(f.causes for f in tok.findings if f.id == "tokenizer-overhead")
+    assert {c.id: c.status for c in causes} == dict.fromkeys(
+        ("slow-tokenizer", "cpu-contention", "long-prompts"), "not_applicable"
+    )
+    assert all("prompt token counts" in c.needs for c in causes), [c.needs for c in causes]
 
 
 def _without_token_events(folder):

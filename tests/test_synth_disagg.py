@@ -100,8 +100,16 @@ def test_diagnose_finds_the_gateway_failures(deployment):
     from tests.playbook_helpers import run
 
     _, labels, ds = deployment
-    failing = sorted(f.id for f in run(ds).findings if f.status == "fail")
+    findings = run(ds).findings
+    failing = sorted(f.id for f in findings if f.status == "fail")
     assert failing == labels["expected_playbooks"]
+    # every failure is the gateway's: the engine-side causes are none of them (0 %), not
+    # "undecided for lack of failed requests" beside a sentence that counts them
+    causes = {c.id: c for c in next(f for f in findings if f.id == "error-rate").causes}
+    assert causes["not-served"].status == "confirmed"
+    for engine_side in ("rejected-inputs", "client-cancelled", "timeouts"):
+        assert causes[engine_side].status == "not_confirmed", causes[engine_side]
+        assert causes[engine_side].strength == 0
 
 
 def test_prefills_on_the_prefill_pool_stall_no_decode(tmp_path):

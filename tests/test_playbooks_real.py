@@ -52,6 +52,8 @@ def test_kv_full_and_preemption_logs_flag_kv_pressure(diagnoses, name, what):
     assert f.status == "fail", f.message
     assert f.causes[0].status == "confirmed"
     assert f.message.startswith(what + " from 20"), f.message
+    if "kv_near_full" in name:  # the figure keeps the 0 the sentence leaves out
+        assert f.windows[0]["waiting_max"] == 0, f.windows[0]
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from tests.serverlog_helpers import ingest_log, ns, rows
 from traceq.cli import cli
 from traceq.ingest import ingest
 from traceq.ingest.serverlog import lines as ln
+from traceq.ingest.serverlog.clock import Clock
 
 T0 = dt.datetime(2025, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
 STATS_COLUMNS = (
@@ -174,11 +175,25 @@ def test_a_log_copied_before_its_day_came_round_again_is_from_the_year_before(
     [result] = ingest([path], tmp_path / "ds.tq")
     assert result.assumptions["year"] == 2025
     assert not any("after the file's mtime" in w for w in result.warnings), result.warnings
-    # the next day's stamp still counts as this year's: a zone ahead of UTC writes it
-    path.write_text(f.v0_stats(f.Stat(stamp.replace(year=2026, day=8), 1.0, 2.0, 1, 0, 9.0)))
-    os.utime(path, (mtime, mtime))
-    [result] = ingest([path], tmp_path / "next.tq")
-    assert result.assumptions["year"] == 2026
+
+
+@pytest.mark.parametrize(
+    ("first", "mtime", "year"),
+    [
+        (["12-08 00:58:00"], "2026-12-07T13:52", 2026),  # a zone ahead of UTC: the next day
+        (["01-01 00:10:00"], "2025-12-31T23:00", 2026),  # ... already in the new year
+        (["12-31 23:59:55"], "2025-01-02T00:00", 2024),  # begun in December, written in January
+        (["02-29 08:00:00"], "2026-03-05T00:00", 2024),  # the last year with a 29 February
+        # stamps that are no date do not pick the year: the first real one does
+        (["00-15 00:00:00", "06-20 10:00:00"], "2026-01-10T00:00", 2025),
+        (["06-99 00:00:00", "06-20 10:00:00"], "2026-08-01T00:00", 2026),
+    ],
+)
+def test_the_mtime_year_is_the_latest_the_first_real_date_fits(first, mtime, year) -> None:
+    written = dt.datetime.fromisoformat(mtime).replace(tzinfo=dt.UTC).timestamp()
+    clock = Clock(tz="UTC", year=None, mtime=written)
+    clock.vllm_ts(pl.Series(first))
+    assert (clock.year, clock.year_from) == (year, "file mtime")
 
 
 def test_cli_format_option_for_a_pasted_log(tmp_path: Path) -> None:

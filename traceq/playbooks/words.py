@@ -20,6 +20,8 @@ A template is `str.format` text with three extra format specs and optional claus
 '1 request timed out, 1,200 requests failed'
 >>> fmt("TPOT {a:ms}, gap {b:ms} (2× the floor)", {"a": 16})
 'TPOT 16 ms (2× the floor)'
+>>> fmt("{what}[; {n:n error}]", {"what": "max seq len (262144), (18.35 GiB)", "n": None})
+'max seq len (262144), (18.35 GiB)'
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ MISSING = "\x00"
 """Stands for a missing figure while a message is built; never printed."""
 _CLAUSE = re.compile(r"\[([^\[\]]*)\]")
 _PART = re.compile(r"[^,;()]*" + MISSING + r"[^,;()]*")
+_DROPPED = "\x01"  # where a part was dropped, while the sentence closes up
 
 
 def duration_ms(ms: float) -> str:
@@ -136,7 +139,11 @@ def fmt(template: str, values: dict[str, Any]) -> str:
         previous = filled
         filled = _CLAUSE.sub(lambda m: "" if MISSING in m.group(1) else m.group(1), filled)
     if MISSING in filled:
-        filled = _PART.sub("", filled)
+        # a part dropped between a comma and a parenthesis closes up as " (": only there,
+        # not in a figure's own text (a quoted log line's "(262144), (18.35 GiB …")
+        filled = _PART.sub(_DROPPED, filled)
+        filled = re.sub(r"\s*[,;]\s*" + _DROPPED + r"\s*(?=\()", " ", filled)
+        filled = filled.replace(_DROPPED, "")
     return _tidy(filled)
 
 
@@ -146,7 +153,6 @@ def _tidy(text: str) -> str:
     while previous != text:
         previous = text
         text = re.sub(r"\(\s*[,;]?\s*\)", "", text)
-        text = re.sub(r"\s*[,;]\s*\(", " (", text)  # a part dropped between "," and "("
         text = re.sub(r"\(\s*[,;]\s*", "(", text)
         text = re.sub(r"\s*[,;]\s*\)", ")", text)
         text = re.sub(r"\s*([,;])\s*[,;]", r"\1", text)

@@ -4,10 +4,10 @@ vLLM prints `MM-DD HH:MM:SS` in the container's local time: no year, no zone. Th
 `--year`, else the year that puts the stamps beside the UTC stamps a container runtime put in
 front of the same lines (`docker logs -t`, `kubectl logs --timestamps`, a node's CRI files,
 Docker's json-file `time`), else beside the dataset's other sources
-(`traceq/ingest/clocks.py`), else the file's mtime year (moved back one when the first
-stamp's day falls after the mtime's: the log began the year before), with a warning; it
-rolls over at each Dec → Jan wrap; the zone is `--tz` (default UTC). SGLang prints the full
-date, in local time too.
+(`traceq/ingest/clocks.py`), else the latest year that puts the first real date no more than a
+day after the file's mtime (the log began the year before, or a zone ahead of UTC wrote the
+new year first), with a warning; it rolls over at each Dec → Jan wrap; the zone is `--tz`
+(default UTC). SGLang prints the full date, in local time too.
 """
 
 from __future__ import annotations
@@ -50,16 +50,23 @@ class Clock:
             "year_wraps": self.wraps,
         }
 
-    def _first_year(self, first: str) -> int:
-        """The year of the first stamp `first` (`MM-DD…`): the mtime's year, or the one
-        before when that would put the stamp after the file was last written."""
+    def _first_year(self, stamps: pl.Series) -> int:
+        """The year of the first real date among `stamps` (`MM-DD…`): the latest year that
+        does not put it after the file was last written (the year before the mtime's when
+        the log began then; the year after when a zone ahead of UTC already wrote it)."""
         if self.year is None:
             when = dt.datetime.fromtimestamp(self.mtime or 0, dt.UTC)
-            month, day = int(first[:2]), int(first[3:5]) if first[3:5].isdigit() else 1
-            month = min(max(month, 1), 12)  # an invalid stamp is null later; the year stands
-            stamp = dt.date(when.year, month, 1) + dt.timedelta(days=max(day, 1) - 1)
-            self.year = when.year - (1 if stamp > when.date() + MTIME_SLACK else 0)
-            self.year_from = "file mtime"
+            self.year, self.year_from = when.year, "file mtime"
+            first = _month_day(stamps.head(1000).to_list())
+            latest = when.date() + MTIME_SLACK
+            month, day = first or (0, 0)
+            for year in range(when.year + 1, when.year - 8, -1) if first else ():
+                try:
+                    if dt.date(year, month, day) <= latest:
+                        self.year = year
+                        break
+                except ValueError:  # 29 February outside a leap year
+                    continue
         return self.year
 
     def vllm_ts(self, stamp: pl.Series) -> pl.Series:
@@ -68,7 +75,7 @@ class Clock:
         valid = month.drop_nulls()
         if valid.is_empty():
             return pl.Series("ts", [None] * len(stamp), dtype=pl.Int64)
-        base = self._first_year(stamp.filter(month.is_not_null())[0])
+        base = self._first_year(stamp.filter(month.is_not_null()))
         prev = month.forward_fill().shift(1, fill_value=self.last_month)
         wrapped = (prev - month > WRAP_MONTH_DROP).fill_null(False)
         n_wraps = int(wrapped.sum())
@@ -140,3 +147,15 @@ def collector_range(head: bytes, tail: bytes) -> tuple[int, int] | None:
         return int(when.timestamp()) * 10**9
 
     return ns(found[0]), ns(last[-1])
+
+
+def _month_day(stamps: list[str | None]) -> tuple[int, int] | None:
+    """(month, day) of the first of `stamps` (`MM-DD…`) that is a date in some year."""
+    for text in stamps:
+        try:
+            month, day = int(text[:2]), int(text[3:5])  # type: ignore[index]
+            dt.date(2000, month, day)  # a leap year: 29 February is a date
+        except (TypeError, ValueError):
+            continue
+        return month, day
+    return None

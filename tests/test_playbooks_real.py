@@ -109,6 +109,11 @@ def test_http_errors_of_a_server_log_are_the_failures_by_kind(diagnoses):
     assert [(r["error"], r["requests"]) for r in errors.rows] == [
         ("HTTP 400 POST /v1/chat/completions", 18)
     ]
+    # the statuses decide every share of the failures: 400s are rejections, none a timeout
+    # (408 / 504) or a client cancellation (499), not "undecided for lack of failed requests"
+    causes = {c.id: (c.status, c.strength) for c in f.causes}
+    assert causes["rejected-inputs"] == ("confirmed", 1.0)
+    assert causes["timeouts"] == causes["client-cancelled"] == ("not_confirmed", 0.0)
 
 
 def test_healthy_real_logs_raise_no_high_severity_finding(diagnoses):

@@ -166,6 +166,20 @@ def test_the_catalogues_explains_edges_name_real_playbooks_and_form_no_cycle():
     assert check(load_catalog().playbooks) == []
 
 
+def test_a_missing_prompt_length_is_asked_for_in_one_wording():
+    """Every check that needs prompt lengths over the run names the same sources, so a person
+    reading several undecided causes of an SGLang run sees one request, not three."""
+    catalog = load_catalog().playbooks
+    requirements = [r for pb in catalog for r in pb.requires]
+    requirements += [r for pb in catalog for c in pb.causes for r in c.requires]
+    asks = {
+        r.needs
+        for r in requirements
+        if "count(prompt_tokens)" in r.sql and "$start" not in r.sql
+    }
+    assert len(asks) == 1 and "SGLang's traces carry none" in asks.pop(), asks
+
+
 def test_slow_decode_in_prefill_bursts_names_the_prefill_load(tmp_path):
     """Bursts of long uncached prompts slow decode steps; the finding says so and points at
     ttft-prefill (a warn where that fails in the same window). The bursts: the Mooncake

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests import serverlog_factory as f
+from tests.playbook_helpers import REAL
 from tests.serverlog_helpers import ingest_log, ns, rows
 from traceq.cli import cli
 from traceq.ingest import ingest
@@ -167,9 +168,11 @@ def test_a_log_copied_before_its_day_came_round_again_is_from_the_year_before(
     tmp_path: Path,
 ) -> None:
     """A yearless log of 16 December copied on 7 December 2026 (a fresh clone, a download)
-    ran in 2025: 2026 would put it after the file was written, and warn about its own guess."""
-    stamp = dt.datetime(2025, 12, 16, 0, 58, tzinfo=dt.UTC)
-    path = write(tmp_path / "dec.log", [f.v0_stats(f.Stat(stamp, 1.0, 2.0, 1, 0, 97.0))])
+    ran in 2025: 2026 would put it after the file was written, and warn about its own guess.
+    The real vLLM 0.2 log (tests/data/real/vllm/) is such a file."""
+    real = REAL / "vllm" / "vllm_v0_0.2.x_llm_engine_kv_near_full_single_req_hang.log"
+    path = tmp_path / real.name
+    path.write_bytes(real.read_bytes())
     mtime = dt.datetime(2026, 12, 7, 13, 52, tzinfo=dt.UTC).timestamp()
     os.utime(path, (mtime, mtime))
     [result] = ingest([path], tmp_path / "ds.tq")

@@ -173,9 +173,7 @@ def test_a_missing_prompt_length_is_asked_for_in_one_wording():
     requirements = [r for pb in catalog for r in pb.requires]
     requirements += [r for pb in catalog for c in pb.causes for r in c.requires]
     asks = {
-        r.needs
-        for r in requirements
-        if "count(prompt_tokens)" in r.sql and "$start" not in r.sql
+        r.needs for r in requirements if "count(prompt_tokens)" in r.sql and "$start" not in r.sql
     }
     assert len(asks) == 1 and "SGLang's traces carry none" in asks.pop(), asks
 

@@ -66,7 +66,8 @@ def healthy(tmp_path_factory):
 
 def test_broken_playbook_is_an_error_and_the_others_still_run(healthy, tmp_path):
     text = Path(load_catalog().by_id()["ttft-queueing"].source).read_text()
-    broken = text.replace("FROM window_stats\n    ORDER", "FROM no_such_view\n    ORDER")
+    broken = text.replace("FROM window_stats AS w\n", "FROM no_such_view AS w\n")
+    assert broken != text
     (tmp_path / "broken.yaml").write_text(broken)
     report = load_catalog(tmp_path)
     with Session(healthy) as s:

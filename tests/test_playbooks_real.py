@@ -172,3 +172,30 @@ def test_guidellms_end_of_benchmark_cancellations_are_the_clients(tmp_path):
 
 
 GUIDELLM = REAL / "loadtest" / "guidellm_generated"
+
+
+def test_a_queue_the_stats_lines_show_for_minutes_waits_on_prefills(diagnoses):
+    """vLLM 0.25.1 on a DGX Spark prefilling prompts of up to ~200 k tokens, request logging
+    off: Waiting 1-3 line after line beside 1-4 running at under 8 % KV. The queue is read from
+    the stats lines and put on the step budget, not the batch cap or the KV cache."""
+    name = "vllm_v1_0.25.1_dgxspark_qwen38_int4_mtp_longctx_prefill_bound_queue_sostrowsk"
+    f = {f.id: f for f in diagnoses[name].findings}["ttft-queueing"]
+    assert f.status == "fail"
+    assert f.message.startswith("requests wait in the engine's queue (up to 3 waiting beside ")
+    assert (f.causes[0].id, f.causes[0].status) == ("prefill-bound", "confirmed")
+    assert "prompt tokens are 99.6% of the tokens processed" in f.causes[0].evidence
+    causes = {c.id: c.status for c in f.causes}
+    assert causes["concurrency-cap"] == causes["kv-saturated"] == "not_confirmed"
+
+
+def test_lone_stats_lines_with_a_request_waiting_are_no_queue(diagnoses):
+    """A single-user box: three lines hours apart with Waiting 1-4, each followed by none."""
+    name = "vllm_v1_0.13.0nv_gb10_qwen25_14b_fp8_docker_full_400_max_tokens_errors_guardkit"
+    assert {f.id: f for f in diagnoses[name].findings}["ttft-queueing"].status == "pass"
+
+
+def test_the_queue_of_a_full_kv_cache_is_kv_pressures_consequence(diagnoses):
+    name = "vllm_v0_0.4.1_stats_rate8_pending323_kv99_zhjunqin_excerpt"
+    f = {f.id: f for f in diagnoses[name].findings}["ttft-queueing"]
+    assert (f.status, f.see) == ("warn", "kv-pressure")
+    assert "up to 323 waiting" in f.message

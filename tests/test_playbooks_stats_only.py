@@ -9,18 +9,24 @@ import datetime as dt
 from pathlib import Path
 
 from tests.playbook_helpers import REAL, run
-from tests.serverlog_factory import Stat, v1_stats
+from tests.serverlog_factory import Stat, v0_stats, v1_stats
 from traceq.ingest import IngestOptions, ingest
 
 T0 = dt.datetime(2025, 6, 15, 10, 0, 0, tzinfo=dt.UTC)
+CAP = 64  # the max_num_seqs the logs print
 
 
-def _log(tmp_path: Path, lines: list[tuple[int, int, float]]) -> Path:
-    """A V1 log of stats lines 10 s apart, one per (running, waiting, KV %)."""
-    text = [
-        v1_stats(Stat(T0 + dt.timedelta(seconds=10 * i), 900.0, 1800.0, run_, wait, kv))
-        for i, (run_, wait, kv) in enumerate(lines)
-    ]
+def _log(tmp_path: Path, lines: list[tuple], every_s: float = 10, v0: bool = False) -> Path:
+    """A log of stats lines `every_s` apart, one per (running, waiting, KV %[, engine]); a
+    line of None is a silence (no line logged then)."""
+    text = [f"INFO 06-15 09:59:00 [api_server.py:1] non-default args: {{'max_num_seqs': {CAP}}}"]
+    for i, line in enumerate(lines):
+        if line is None:
+            continue
+        run_, wait, kv, *engine = line
+        at = T0 + dt.timedelta(seconds=every_s * i)
+        stat = Stat(at, 900.0, 1800.0, run_, wait, kv, engine=engine[0] if engine else 0)
+        text.append(v0_stats(stat) if v0 else v1_stats(stat))
     log = tmp_path / "vllm.log"
     log.write_text("\n".join(text) + "\n")
     target = tmp_path / "run.tq"
@@ -60,11 +66,65 @@ def test_a_queue_seen_for_less_than_min_wait_s_is_not_a_finding(tmp_path):
     assert _queueing(_log(tmp_path, lines)).status == "pass"
 
 
-def test_one_metrics_scrape_shows_no_queue_that_lasted(tmp_path):
+def test_one_metrics_scrape_cannot_show_a_queue_that_lasted(tmp_path):
     """vLLM 0.25.1 scraped mid-benchmark: Running 64, Waiting 64 ('capacity') at 11 % KV. One
-    snapshot shows no duration, and the run's own counters put its mean queue at 31 ms."""
+    snapshot shows no duration (the run's own counters put its mean queue at 31 ms): the
+    playbook does not run, rather than pass."""
     name = "vllm_v1_0.25.1_metrics_scrape_loaded_opt125m_tp2_waiting64_capacity_er0080.prom"
-    scrape = REAL / "vllm" / name
     target = tmp_path / "scrape.tq"
-    ingest([scrape], target)
-    assert _queueing(target).status == "pass"
+    ingest([REAL / "vllm" / name], target)
+    f = _queueing(target)
+    assert f.status == "not_applicable"
+    assert "engine stats lines (Running / Waiting) over min_wait_s or longer" in f.message
+
+
+def test_three_lines_over_min_wait_s_are_enough(tmp_path):
+    lines = [(64, 0, 20.0), (64, 30, 21.0), (64, 30, 21.0), (64, 30, 21.0), (64, 0, 20.0)]
+    assert _queueing(_log(tmp_path, lines)).status == "fail"
+
+
+def test_a_silence_in_the_log_ends_the_queue(tmp_path):
+    # waiting in two lines, half an hour of nothing logged (a restart, an excerpt), one more
+    lines = [(64, 0, 20.0), (64, 30, 21.0), (64, 30, 21.0), *[None] * 180, (64, 30, 21.0)]
+    assert _queueing(_log(tmp_path, lines)).status == "pass"
+
+
+def test_v0_pending_lines_every_5_s(tmp_path):
+    # V0 logs every 5 s and calls the queue Pending: 25 s of it is five lines
+    lines = [(64, 0, 20.0)] + [(64, 12, 21.0)] * 6 + [(64, 0, 20.0)]
+    f = _queueing(_log(tmp_path, lines, every_s=5, v0=True))
+    assert f.status == "fail"
+    assert (f.causes[0].id, f.causes[0].status) == ("concurrency-cap", "confirmed")
+
+
+def test_an_engine_that_runs_nothing_while_requests_wait_is_stalled(tmp_path):
+    # nothing runs, nothing is generated, one request waits for two minutes
+    lines = [(8, 0, 5.0)] * 2 + [(0, 1, 0.0)] * 12 + [(8, 0, 5.0)]
+    f = _queueing(_log(tmp_path, lines))
+    assert f.status == "fail"
+    assert f.message.startswith("requests wait in the engine's queue (up to 1 waiting; KV cache")
+    assert (f.causes[0].id, f.causes[0].status) == ("nothing-running", "confirmed")
+    causes = {c.id: c.status for c in f.causes}
+    assert causes["prefill-bound"] == causes["concurrency-cap"] == "not_confirmed"
+
+
+def test_a_batch_under_its_printed_cap_is_not_the_concurrency_cap(tmp_path):
+    # 4 running all run long (the run's peak) beside a queue, while max_num_seqs is 64
+    lines = [(4, 0, 5.0)] * 2 + [(4, 3, 6.0)] * 6 + [(4, 0, 5.0)]
+    f = _queueing(_log(tmp_path, lines))
+    assert f.status == "fail"
+    assert (f.causes[0].id, f.causes[0].status) == ("prefill-bound", "confirmed")
+    assert "under its cap (64)" in f.causes[0].evidence
+    assert {c.id: c.status for c in f.causes}["concurrency-cap"] == "not_confirmed"
+
+
+def test_the_data_parallel_rank_that_queued_is_the_one_judged(tmp_path):
+    # rank 0 pinned at its cap with a queue, ranks 1 and 2 at 20 running with none waiting
+    lines = []
+    for i in range(9):
+        wait = 30 if 2 <= i <= 7 else 0
+        lines += [(64, wait, 25.0, 0), (20, 0, 10.0, 1), (20, 0, 10.0, 2)]
+    f = _queueing(_log(tmp_path, lines, every_s=10 / 3))
+    assert f.status == "fail"
+    assert "beside 64.0 running on average" in f.message
+    assert (f.causes[0].id, f.causes[0].status) == ("concurrency-cap", "confirmed")

@@ -8,6 +8,8 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import pytest
+
 from tests.playbook_helpers import REAL, run
 from tests.serverlog_factory import Stat, v0_stats, v1_stats
 from traceq.ingest import IngestOptions, ingest
@@ -16,22 +18,38 @@ T0 = dt.datetime(2025, 6, 15, 10, 0, 0, tzinfo=dt.UTC)
 CAP = 64  # the max_num_seqs the logs print
 
 
-def _log(tmp_path: Path, lines: list[tuple], every_s: float = 10, v0: bool = False) -> Path:
-    """A log of stats lines `every_s` apart, one per (running, waiting, KV %[, engine]); a
-    line of None is a silence (no line logged then)."""
-    text = [f"INFO 06-15 09:59:00 [api_server.py:1] non-default args: {{'max_num_seqs': {CAP}}}"]
+def _log(
+    tmp_path: Path,
+    lines: list,
+    every_s: float = 10,
+    v0: bool = False,
+    args: str | None = f"'max_num_seqs': {CAP}",
+    tps: tuple[float, float] = (900.0, 1800.0),
+) -> Path:
+    """A log of stats lines `every_s` apart, one per (running, waiting, KV %[, engine]), after
+    a start-up line printing `args` (None: no start-up in the log); a line of None is a
+    silence (nothing logged then), a str a line as it is."""
+    text = [] if args is None else [_args_line(T0 - dt.timedelta(minutes=1), args)]
     for i, line in enumerate(lines):
         if line is None:
             continue
+        if isinstance(line, str):
+            text.append(line)
+            continue
         run_, wait, kv, *engine = line
         at = T0 + dt.timedelta(seconds=every_s * i)
-        stat = Stat(at, 900.0, 1800.0, run_, wait, kv, engine=engine[0] if engine else 0)
+        stat = Stat(at, *tps, run_, wait, kv, engine=engine[0] if engine else 0)
         text.append(v0_stats(stat) if v0 else v1_stats(stat))
     log = tmp_path / "vllm.log"
     log.write_text("\n".join(text) + "\n")
     target = tmp_path / "run.tq"
     ingest([log], target, options=IngestOptions(year=2025))
     return target
+
+
+def _args_line(at: dt.datetime, args: str, pid: int = 1) -> str:
+    stamp = at.strftime("%m-%d %H:%M:%S")
+    return f"(APIServer pid={pid}) INFO {stamp} [utils.py:253] non-default args: {{{args}}}"
 
 
 def _queueing(target: Path):
@@ -109,13 +127,60 @@ def test_an_engine_that_runs_nothing_while_requests_wait_is_stalled(tmp_path):
 
 
 def test_a_batch_under_its_printed_cap_is_not_the_concurrency_cap(tmp_path):
-    # 4 running all run long (the run's peak) beside a queue, while max_num_seqs is 64
+    # 4 running all run long (the run's peak) beside a queue while prompts are nearly all
+    # the tokens processed; max_num_seqs is 64
     lines = [(4, 0, 5.0)] * 2 + [(4, 3, 6.0)] * 6 + [(4, 0, 5.0)]
-    f = _queueing(_log(tmp_path, lines))
+    f = _queueing(_log(tmp_path, lines, tps=(4000.0, 40.0)))
     assert f.status == "fail"
     assert (f.causes[0].id, f.causes[0].status) == ("prefill-bound", "confirmed")
     assert "under its cap (64)" in f.causes[0].evidence
     assert {c.id: c.status for c in f.causes}["concurrency-cap"] == "not_confirmed"
+
+
+def test_a_queue_beside_room_in_the_step_budget_is_not_prefill_bound(tmp_path):
+    # the same queue while the engine mostly decodes: it waits on something else
+    lines = [(4, 0, 5.0)] * 2 + [(4, 3, 6.0)] * 6 + [(4, 0, 5.0)]
+    f = _queueing(_log(tmp_path, lines, tps=(900.0, 1800.0)))
+    causes = {c.id: c.status for c in f.causes}
+    assert causes["prefill-bound"] == causes["concurrency-cap"] == "not_confirmed"
+
+
+@pytest.mark.parametrize(
+    ("args", "cap_from", "status"),
+    [
+        # a log that printed its arguments without max_num_seqs: vLLM's default holds
+        ("'model': 'm'", "the default max_num_seqs (256)", "not_confirmed"),
+        # an excerpt without start-up: the engine's own peak stands in
+        (None, "its run-wide maximum (64)", "confirmed"),
+    ],
+)
+def test_the_cap_where_the_log_prints_none(tmp_path, args, cap_from, status):
+    lines = [(64, 0, 20.0)] * 2 + [(64, 30, 21.0)] * 5 + [(64, 0, 20.0)]
+    f = _queueing(_log(tmp_path, lines, args=args))
+    (cap,) = [c for c in f.causes if c.id == "concurrency-cap"]
+    assert cap.status == status
+    assert cap.evidence.startswith(f"running at {cap_from} with KV room"), cap.evidence
+
+
+def test_a_restart_brings_its_own_cap(tmp_path):
+    # started with max_num_seqs 256, restarted (a new process) with 32 and pinned there
+    before = [(10, 0, 5.0)] * 3
+    restart = [_args_line(T0 + dt.timedelta(seconds=35), "'max_num_seqs': 32", pid=2)]
+    after = [
+        v1_stats(Stat(T0 + dt.timedelta(seconds=40 + 10 * i), 900.0, 1800.0, 32, w, 9.0),
+                 proc="(APIServer pid=2) ")
+        for i, w in enumerate([0, 20, 25, 30, 20, 0])
+    ]  # fmt: skip
+    f = _queueing(_log(tmp_path, before + restart + after, args="'max_num_seqs': 256"))
+    assert f.status == "fail"
+    assert (f.causes[0].id, f.causes[0].status) == ("concurrency-cap", "confirmed")
+    assert "max_num_seqs (32)" in f.causes[0].evidence
+
+
+def test_scrapes_30_s_apart_show_a_queue_of_minutes(tmp_path):
+    # a scrape every 30 s, longer than min_wait_s: six in a row with 40 waiting
+    lines = [(64, 0, 20.0)] + [(64, 40, 21.0)] * 6 + [(64, 0, 20.0)]
+    assert _queueing(_log(tmp_path, lines, every_s=30)).status == "fail"
 
 
 def test_the_data_parallel_rank_that_queued_is_the_one_judged(tmp_path):

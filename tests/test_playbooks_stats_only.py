@@ -1,7 +1,8 @@
 """A run with no request stamps, only the engine's stats lines (a vLLM log, a /metrics
 scrape): ttft-queueing reads the queue from the lines' Waiting count. A queue seen line after
 line for min_wait_s is a finding, put on what held it (the batch cap, the KV cache or the step
-budget); lone lines with a request waiting, and a single scrape, are not."""
+budget); lone lines with a request waiting, and a single scrape, are not. error-rate reads
+the same lines for its overload cause."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.playbook_helpers import REAL, run
-from tests.serverlog_factory import Stat, v0_stats, v1_stats
+from tests.serverlog_factory import Stat, lifecycle, received, v0_stats, v1_stats
 from traceq.ingest import IngestOptions, ingest
 
 T0 = dt.datetime(2025, 6, 15, 10, 0, 0, tzinfo=dt.UTC)
@@ -193,3 +194,20 @@ def test_the_data_parallel_rank_that_queued_is_the_one_judged(tmp_path):
     assert f.status == "fail"
     assert "beside 64.0 running on average" in f.message
     assert (f.causes[0].id, f.causes[0].status) == ("concurrency-cap", "confirmed")
+
+
+def test_failures_beside_the_engines_queue_are_an_overload(tmp_path):
+    """A log with request logging and no spans: requests aborted (client timeouts) while the
+    stats lines show a queue. error-rate puts the failures on the overload it reads there."""
+    lines: list = [(4, 0, 5.0)] * 2 + [(4, 20, 9.0)] * 6 + [(4, 0, 5.0)]
+    for i in range(12):
+        at = T0 + dt.timedelta(seconds=15 + 4 * i)
+        req = f"cmpl-{i:04d}"
+        lines.append(received(at, req, 8, 64, v1=True))
+        lines.append(lifecycle(at + dt.timedelta(seconds=1.5), "Aborted", req, v1=True))
+    d = run(_log(tmp_path, lines))
+    f = {f.id: f for f in d.findings}["error-rate"]
+    assert f.status == "fail"
+    (overload,) = [c for c in f.causes if c.id == "overload"]
+    assert overload.status == "confirmed"
+    assert overload.evidence.startswith("requests waited in "), overload.evidence

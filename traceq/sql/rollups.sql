@@ -20,13 +20,13 @@ SELECT c.request_id, c.source_id, 'client' AS view, c.ts, c.tbt_ns, c.tbt_ms
 FROM client_token_gaps AS c
 ANTI JOIN request_phases AS p ON p.request_id = c.request_id AND p.source_id = c.source_id;
 
--- Internal (not a public view): each engine's batch cap as its log tells it, per stats
--- partition (file, instance, engine, process): the max_num_seqs its server process printed at
--- start-up (a restart prints its own; else what any process of the same file printed),
--- whether the process or file printed its arguments at all (then the version's default holds
--- where max_num_seqs is not among them), and the most requests it ran at once. Read by
--- ttft-queueing's causes.
-CREATE OR REPLACE VIEW _engine_cap AS
+-- Internal (not a public view): every engine stats line with its engine's batch cap as the
+-- log tells it (per file, instance, engine and process): the max_num_seqs its server process
+-- printed at start-up (a restart prints its own; else what any process of the same file
+-- printed), whether the process or file printed its arguments at all (then the version's
+-- default holds where max_num_seqs is not among them), and the most requests the engine ran
+-- at once. Read by ttft-queueing's causes.
+CREATE OR REPLACE VIEW _engine_lines AS
 WITH args AS (
     SELECT
         source_id,
@@ -38,24 +38,16 @@ WITH args AS (
 ),
 by_file AS (
     SELECT source_id, max(printed) AS printed FROM args GROUP BY source_id
-),
-peaks AS (
-    SELECT source_id, instance, engine, process, max(running) AS peak
-    FROM engine_stats
-    GROUP BY source_id, instance, engine, process
 )
 SELECT
-    p.source_id,
-    p.instance,
-    p.engine,
-    p.process,
-    p.peak,
+    e.*,
+    max(e.running) OVER (PARTITION BY e.source_id, e.instance, e.engine, e.process) AS peak,
     CASE WHEN own.source_id IS NOT NULL THEN own.printed ELSE f.printed END AS printed,
     own.source_id IS NOT NULL OR f.source_id IS NOT NULL AS args_printed
-FROM peaks AS p
+FROM engine_stats AS e
 LEFT JOIN args AS own
-    ON own.source_id = p.source_id AND own.process IS NOT DISTINCT FROM p.process
-LEFT JOIN by_file AS f ON f.source_id = p.source_id;
+    ON own.source_id = e.source_id AND own.process IS NOT DISTINCT FROM e.process
+LEFT JOIN by_file AS f ON f.source_id = e.source_id;
 
 -- Internal (not a public view): which engine a request ran on, for the prefill timeline. A
 -- prefill stalls the decode steps of its own engine only, so on a dataset of several

@@ -8,10 +8,13 @@ A parameter declares what it takes from the GPU with `gpu:` in its YAML:
   one H100 SXM), scaled by how much longer the same prompt tokens take here: the weights one
   GPU holds over the reference's, times the reference's bf16 peak over this GPU's;
 - `step_time`: scaled by how much longer a step of the prefill budget takes here (its
-  tokens at the bf16 peak plus one read of the weights at the memory bandwidth, with
-  max_num_batched_tokens when it is smaller than the reference's 8,192): how long the steps
-  a chunked-prefill engine takes by design last here (a larger budget is a choice whose
-  stalls are worth a finding).
+  tokens at the bf16 peak plus one read of the weights at the memory bandwidth): how long
+  the steps a chunked-prefill engine takes by design last here. The budget is the printed
+  max_num_batched_tokens when it is smaller than the reference's 8,192 (a larger budget is a
+  choice whose stalls are worth a finding). Where the start-up lines print none, or print
+  chunked prefill off (whole prompts in one step: the stalls are the finding, and turning
+  it on is the fix), it is vLLM's default with chunked prefill for this GPU
+  (`default_budget`).
 
 Scaled floors never go below their reference value (a faster GPU keeps the floor a person
 notices). The GPU is the model name most GPU samples carry (nvidia-smi `name`, DCGM
@@ -24,6 +27,8 @@ cannot fail (`cap`): a roofline for the wrong GPU is no floor.
 >>> hw = Measured(spec=lookup("NVIDIA L4"), seen="NVIDIA L4", gpus=1, budget=2048)
 >>> hw.known, round(hw.scale("prefill_time"), 1), round(hw.scale("step_time"), 1)
 (True, 8.2, 2.4)
+>>> round(Measured(spec=lookup("NVIDIA L4"), seen="NVIDIA L4", chunked=False).scale("step_time"), 1)
+2.4
 """
 
 from __future__ import annotations
@@ -49,6 +54,11 @@ REFERENCE = {
     "hbm_gb_per_s": 3350.0,
 }
 SCALED = ("prefill_time", "step_time")
+BIG_GPU_GIB = 70
+SMALL_GPU_BUDGET, BIG_GPU_BUDGET = 2048.0, 8192.0
+"""vLLM's (0.9 and later) default step budget of its API server with chunked prefill: 8,192
+prompt tokens on a GPU of at least 70 GiB other than an A100, else 2,048 (vllm/engine/
+arg_utils.py; traceq/whatif/limits.py, `BIG_DEFAULTS`, replays with the same defaults)."""
 _LABELS = {
     "hbm_gb_per_s": "{:,.0f} GB/s memory bandwidth",
     "tflops_bf16": "{:,.0f} TFLOP/s bf16",
@@ -69,6 +79,7 @@ class Measured:
     tp: int | None = None
     weights_gib: float | None = None
     budget: float | None = None
+    chunked: bool | None = None
 
     @property
     def known(self) -> bool:
@@ -83,13 +94,24 @@ class Measured:
             return max(1.0, here / ref)
         # a step: its prefill tokens at peak compute (2 FLOPs per parameter, 2 bytes a
         # parameter), plus the weights read once at the memory bandwidth. A smaller budget
-        # shortens it; a larger one is a choice whose stalls are the finding
-        # (prefill-interference's fix), not a floor.
-        budget = min(self.budget or REFERENCE["budget"], REFERENCE["budget"])
+        # shortens it; a larger one, or none with chunked prefill off, is a choice whose
+        # stalls are the finding (prefill-interference's fix), not a floor.
+        printed = self.budget if self.budget and self.chunked is not False else None
+        budget = min(printed or default_budget(self.spec), REFERENCE["budget"])
         here = _step_s(weights, budget, self.spec.tflops_bf16, self.spec.hbm_gb_per_s)
         ref = _step_s(REFERENCE["weights_gib"], REFERENCE["budget"], REFERENCE["tflops_bf16"],
                       REFERENCE["hbm_gb_per_s"])  # fmt: skip
         return max(1.0, here / ref)
+
+
+def default_budget(spec: GpuSpec) -> float:
+    """vLLM's default step budget with chunked prefill on `spec` (`BIG_GPU_BUDGET`).
+
+    >>> default_budget(lookup("NVIDIA H100 80GB HBM3")), default_budget(lookup("A100-SXM4-80GB"))
+    (8192.0, 2048.0)
+    """
+    big = spec.memory_gib >= BIG_GPU_GIB and "a100" not in spec.id
+    return BIG_GPU_BUDGET if big else SMALL_GPU_BUDGET
 
 
 def _scaled(name: str, value: float, factor: float) -> str:
@@ -116,10 +138,11 @@ def measured(session: Executor) -> Measured:
     except QueryError:
         rows = []
     first = rows[0] if rows else {}
-    startup = {
+    startup: dict[str, Any] = {
         "tp": int(first["tp"]) if first.get("tp") else None,
         "weights_gib": first.get("weights_gib"),
         "budget": first.get("budget"),
+        "chunked": None if first.get("chunked") is None else bool(first["chunked"]),
     }
     named = [r for r in rows if r["model_name"]]
     for r in named:  # the most sampled name the table knows, else the most sampled

@@ -1,16 +1,23 @@
 -- The GPU the data measured: each model name the GPU samples carry (nvidia-smi `name`,
 -- DCGM `modelName`), most sampled first, with how many GPUs carried it; and from the
 -- engine's start-up lines (the latest of each): its tensor-parallel size, the weights one
--- GPU holds (GiB) and the prefill token budget of a step (max_num_batched_tokens).
+-- GPU holds (GiB), the prefill token budget of a step (max_num_batched_tokens) and whether
+-- chunked prefill is on (1), off (0) or not printed (null), from the engine config line.
 WITH startup AS (
     SELECT
         arg_max(value, ts) FILTER (WHERE kind = 'setting_tensor_parallel_size') AS tp,
         arg_max(value, ts) FILTER (WHERE kind = 'startup_model_load_gib') AS weights_gib,
-        arg_max(value, ts) FILTER (WHERE kind = 'setting_max_num_batched_tokens') AS budget
+        arg_max(value, ts) FILTER (WHERE kind = 'setting_max_num_batched_tokens') AS budget,
+        arg_max(
+            CASE WHEN regexp_matches(message, 'chunked_prefill_enabled=False|enable_chunked_prefill=False')
+                 THEN 0 ELSE 1 END,
+            ts
+        ) FILTER (WHERE kind = 'startup_engine_config') AS chunked
     FROM events
-    WHERE kind IN ('setting_tensor_parallel_size', 'startup_model_load_gib',
-                   'setting_max_num_batched_tokens')
-        AND value > 0
+    WHERE (kind IN ('setting_tensor_parallel_size', 'startup_model_load_gib',
+                    'setting_max_num_batched_tokens') AND value > 0)
+        OR (kind = 'startup_engine_config'
+            AND regexp_matches(message, 'chunked_prefill_enabled=|enable_chunked_prefill='))
 )
 SELECT
     trim(g.model_name) AS model_name,
@@ -19,13 +26,14 @@ SELECT
         AS gpus,
     any_value(s.tp) AS tp,
     any_value(s.weights_gib) AS weights_gib,
-    any_value(s.budget) AS budget
+    any_value(s.budget) AS budget,
+    any_value(s.chunked) AS chunked
 FROM gpu_samples AS g, startup AS s
 WHERE g.model_name IS NOT NULL AND trim(g.model_name) <> ''
 GROUP BY trim(g.model_name)
 UNION ALL
 -- no GPU samples: still the start-up figures
-SELECT NULL, 0, 0, s.tp, s.weights_gib, s.budget
+SELECT NULL, 0, 0, s.tp, s.weights_gib, s.budget, s.chunked
 FROM startup AS s
 WHERE NOT EXISTS (SELECT 1 FROM gpu_samples WHERE model_name IS NOT NULL)
 ORDER BY samples DESC, model_name

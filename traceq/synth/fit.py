@@ -233,15 +233,22 @@ def _changes(before: Scenario, after: Scenario, **counts: object) -> dict[str, o
 
 def stall_floor_s(engine: EngineConfig) -> float:
     """prefill-interference's stall_ms on `engine`: 250 ms × how much longer a step of the
-    budget (at most the reference's 8,192 tokens) takes than on the default engine, the
-    synth's cost model standing for traceq/playbooks/gpu.py's `step_time`."""
+    budget (at most the reference's 8,192 tokens; with chunked prefill off, vLLM's default
+    budget for the GPU) takes than on the default engine, the synth's cost model standing
+    for traceq/playbooks/gpu.py's `step_time`."""
 
     def step(e: EngineConfig) -> float:
-        return e.step_overhead_s + min(e.max_num_batched_tokens, REFERENCE_BUDGET) * (
-            e.prefill_per_token_s
-        )
+        budget = e.max_num_batched_tokens if e.chunked_prefill else _default_budget(e)
+        return e.step_overhead_s + min(budget, REFERENCE_BUDGET) * e.prefill_per_token_s
 
     return STALL_S * max(1.0, step(engine) / step(EngineConfig()))
+
+
+def _default_budget(e: EngineConfig) -> int:
+    """vLLM's default step budget with chunked prefill on `e`'s GPU (traceq/playbooks/gpu.py,
+    `default_budget`): 8,192 tokens on one of 70 GiB or more other than an A100, else 2,048."""
+    big = e.fb_total_mib >= 70 * 1024 and "a100" not in e.gpu_name.lower()
+    return REFERENCE_BUDGET if big else 2048
 
 
 class _Gaps:

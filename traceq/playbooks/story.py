@@ -72,17 +72,22 @@ def headline(i: Incident) -> str:
 
 
 def impact_sentence(impact: dict[str, Any]) -> str:
-    """How bad, inside the window against outside (when requests arrived outside)."""
+    """How bad, inside the window against outside (when requests arrived outside).
+
+    >>> impact_sentence({"requests_in": 1, "missed_in": 1, "attained_in": 0.0,
+    ...                  "requests_out": 63, "attained_out": 1.0})
+    '1 request arrived in the window (0% met every SLO against 100% outside)'
+    """
     outside = bool(impact.get("requests_out"))
     parts = []
     n = impact.get("requests_in")
     if n and not impact.get("missed_in"):
         parts.append(
-            fmt("{requests_in:n} requests arrived in the window, none missed an SLO", impact)
+            fmt("{requests_in:n request} arrived in the window, none missed an SLO", impact)
         )
     elif n:
         attained = "[ ({attained_in:.0%} met every SLO[ against {attained_out:.0%} outside])]"
-        parts.append(fmt("{requests_in:n} requests arrived in the window" + attained, impact))
+        parts.append(fmt("{requests_in:n request} arrived in the window" + attained, impact))
     if impact.get("failed_in"):
         lost = ", losing {tokens_lost:n} generated tokens" if impact.get("tokens_lost") else ""
         parts.append(fmt("{failed_in:n} failed" + lost, impact))

@@ -8,7 +8,16 @@ kv-pressure's consequences, checked by its `explains:` edges' KV-bound mechanism
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import traceq
 from tests.playbook_helpers import failing, found, ingest_folder, run
+from traceq.hardware import lookup
+from traceq.playbooks.gpu import measured
+from traceq.session import Session
 from traceq.synth import generate
 
 
@@ -35,3 +44,33 @@ def test_whole_prompt_stalls_on_an_l4_are_measured_against_chunked_prefills_step
     assert finding.params["stall_ms"] == 590.0
     assert finding.causes[0].id == "chunked-prefill-off"
     assert "stall_ms 590 ms, 2.4× the floor" in finding.message
+
+
+REAL_VLLM = Path(__file__).parent / "data" / "real" / "vllm"
+
+
+@pytest.mark.parametrize(
+    ("log", "chunked", "budget"),
+    [
+        # the config line's `enable_chunked_prefill=` lies past the 1,000 characters of it
+        # that `events.message` keeps
+        ("vllm_v1_0.11.2_full_startup_and_bench_conc1_4_8_llama3_8b_faradawn.log", True, 8192),
+        (
+            "vllm_v1_0.11.0_t4_sm75_embedding_startup_benign_fa2_error_xformers_fallback_zjpzhao.log",
+            False,
+            8192,
+        ),
+        ("vllm_v0_0.4.1_startup_llama3_8b_3090_gpu_blocks_cudagraph_zhjunqin.log", False, None),
+    ],
+)
+def test_chunked_prefill_state_of_a_real_log_reaches_the_stall_floors(
+    tmp_path, log, chunked, budget
+):
+    traceq.ingest([REAL_VLLM / log], tmp_path / "real.tq")
+    with Session(tmp_path / "real.tq") as session:
+        hw = measured(session)
+    assert (hw.chunked, hw.budget) == (chunked, budget)
+    on_l4 = replace(hw, spec=lookup("NVIDIA L4"), seen="NVIDIA L4", weights_gib=15.0)  # an 8B
+    # chunked prefill off: the L4's stall line is the step of its 2,048-token default, not
+    # of the printed 8,192 (a whole prompt in one step is what prefill-interference finds)
+    assert round(on_l4.scale("step_time"), 1) == (8.3 if chunked else 2.4)

@@ -11,10 +11,11 @@ A parameter declares what it takes from the GPU with `gpu:` in its YAML:
   tokens at the bf16 peak plus one read of the weights at the memory bandwidth): how long
   the steps a chunked-prefill engine takes by design last here. The budget is the printed
   max_num_batched_tokens when it is smaller than the reference's 8,192 (a larger budget is a
-  choice whose stalls are worth a finding). Where the start-up lines print none, or print
-  chunked prefill off (whole prompts in one step: the stalls are the finding, and turning
-  it on is the fix), it is vLLM's default with chunked prefill for this GPU
-  (`default_budget`).
+  choice whose stalls are worth a finding). Where the start-up lines print chunked prefill
+  off (whole prompts in one step: the stalls are the finding, and turning it on is the
+  fix), or print it on with no budget, it is vLLM's default with chunked prefill for this
+  GPU (`default_budget`). With no vLLM start-up in the data (another engine, or none
+  logged) it is the reference's 8,192.
 
 Scaled floors never go below their reference value (a faster GPU keeps the floor a person
 notices). The GPU is the model name most GPU samples carry (nvidia-smi `name`, DCGM
@@ -71,7 +72,8 @@ _LABELS = {
 class Measured:
     """The GPU of the run: `spec` is the one used; `seen` the name as the data printed it
     (None: no name in the data). `known` when the name is in the table. From the start-up
-    lines: tensor-parallel size, weights per GPU (GiB), prefill budget per step (tokens)."""
+    lines: tensor-parallel size, weights per GPU (GiB), prefill budget per step (tokens),
+    chunked prefill on or off (None: not printed)."""
 
     spec: GpuSpec
     seen: str | None = None
@@ -96,8 +98,11 @@ class Measured:
         # parameter), plus the weights read once at the memory bandwidth. A smaller budget
         # shortens it; a larger one, or none with chunked prefill off, is a choice whose
         # stalls are the finding (prefill-interference's fix), not a floor.
-        printed = self.budget if self.budget and self.chunked is not False else None
-        budget = min(printed or default_budget(self.spec), REFERENCE["budget"])
+        if self.chunked is False or (self.chunked and not self.budget):
+            budget = default_budget(self.spec)  # what chunked prefill on this GPU gives
+        else:  # a printed budget, or no vLLM start-up (another engine: its own defaults)
+            budget = self.budget or REFERENCE["budget"]
+        budget = min(budget, REFERENCE["budget"])
         here = _step_s(weights, budget, self.spec.tflops_bf16, self.spec.hbm_gb_per_s)
         ref = _step_s(REFERENCE["weights_gib"], REFERENCE["budget"], REFERENCE["tflops_bf16"],
                       REFERENCE["hbm_gb_per_s"])  # fmt: skip

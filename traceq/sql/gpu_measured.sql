@@ -2,22 +2,19 @@
 -- DCGM `modelName`), most sampled first, with how many GPUs carried it; and from the
 -- engine's start-up lines (the latest of each): its tensor-parallel size, the weights one
 -- GPU holds (GiB), the prefill token budget of a step (max_num_batched_tokens) and whether
--- chunked prefill is on (1), off (0) or not printed (null), from the engine config line.
+-- chunked prefill is on (1), off (0) or not printed (null: no vLLM start-up in the data).
 WITH startup AS (
     SELECT
         arg_max(value, ts) FILTER (WHERE kind = 'setting_tensor_parallel_size') AS tp,
         arg_max(value, ts) FILTER (WHERE kind = 'startup_model_load_gib') AS weights_gib,
         arg_max(value, ts) FILTER (WHERE kind = 'setting_max_num_batched_tokens') AS budget,
-        arg_max(
-            CASE WHEN regexp_matches(message, 'chunked_prefill_enabled=False|enable_chunked_prefill=False')
-                 THEN 0 ELSE 1 END,
-            ts
-        ) FILTER (WHERE kind = 'startup_engine_config') AS chunked
+        arg_max(CASE WHEN message LIKE '%=True' THEN 1 ELSE 0 END, ts)
+            FILTER (WHERE kind = 'setting_chunked_prefill') AS chunked
     FROM events
     WHERE (kind IN ('setting_tensor_parallel_size', 'startup_model_load_gib',
                     'setting_max_num_batched_tokens') AND value > 0)
-        OR (kind = 'startup_engine_config'
-            AND regexp_matches(message, 'chunked_prefill_enabled=|enable_chunked_prefill='))
+        OR (kind = 'setting_chunked_prefill'
+            AND (message LIKE '%=True' OR message LIKE '%=False'))
 )
 SELECT
     trim(g.model_name) AS model_name,

@@ -33,6 +33,10 @@ def printed(rows: pl.DataFrame) -> dict[str, tuple[float, str]]:
         kind = row["kind"]
         if kind in names and row["value"] is not None:
             out.setdefault(names[kind], (row["value"], where))
+        elif kind == "setting_chunked_prefill":
+            state = re.search(r"=(True|False)$", row["message"] or "")
+            if state:
+                out.setdefault("chunked_prefill", (float(state.group(1) == "True"), where))
         elif kind == "startup_gpu_blocks" and row["value"] is not None:
             blocks = (row["value"] * KV_BLOCK_TOKENS, f"{where} × {KV_BLOCK_TOKENS}-token blocks")
             out.setdefault("_kv_blocks", blocks)

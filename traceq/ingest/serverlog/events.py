@@ -185,6 +185,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("setting_dtype", ("dtype",), False),
     Setting("setting_quantization", ("quantization",), False),
     Setting("setting_kv_cache_dtype", ("kv_cache_dtype",), False),
+    Setting(
+        "setting_chunked_prefill", ("enable_chunked_prefill", "chunked_prefill_enabled"), False
+    ),
 )
 _NUMBER = r"(?P<v>-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)"
 # Quoted (a dict or Namespace repr) or bare (the engine config line: `dtype=torch.bfloat16`).

@@ -94,8 +94,10 @@ SETTING_LINES = [
         "(APIServer pid=1) INFO 09-06 03:00:00 [utils.py:326] non-default args: {'model_tag': "
         "'m', 'speculative_config': {'model': 'draft', 'max_model_len': 4096}, 'model': "
         "'org/Model-7B', 'dtype': 'bfloat16', 'tensor_parallel_size': 4, "
-        "'max_num_batched_tokens': 16384, 'kv_cache_dtype': 'fp8', 'quantization': 'fp8'}",
+        "'max_num_batched_tokens': 16384, 'kv_cache_dtype': 'fp8', 'quantization': 'fp8', "
+        "'enable_chunked_prefill': False}",
         {
+            "setting_chunked_prefill": (None, "enable_chunked_prefill=False"),
             "setting_model": (None, "model=org/Model-7B"),
             "setting_dtype": (None, "dtype=bfloat16"),
             "setting_tensor_parallel_size": (4.0, "tensor_parallel_size=4"),
@@ -111,8 +113,9 @@ SETTING_LINES = [
         "method='eagle', model='/models/eagle', num_spec_tokens=3), tokenizer='/models/llama', "
         "dtype=torch.bfloat16, max_seq_len=32768, tensor_parallel_size=4, "
         "pipeline_parallel_size=2, quantization=fp8, enforce_eager=False, kv_cache_dtype=auto, "
-        'compilation_config={"level":3,"max_num_seqs":9}',
+        'compilation_config={"level":3,"max_num_seqs":9}, chunked_prefill_enabled=True',
         {
+            "setting_chunked_prefill": (None, "chunked_prefill_enabled=True"),
             "setting_model": (None, "model=/models/llama"),
             "setting_dtype": (None, "dtype=torch.bfloat16"),
             "setting_max_model_len": (32768.0, "max_seq_len=32768"),
@@ -127,7 +130,7 @@ SETTING_LINES = [
         "INFO 09-06 03:00:00 api_server.py:529] args: Namespace(subparser='serve', model_tag="
         "'m', served_model_name=None, model='meta-llama/Llama-3.1-8B-Instruct', dtype='auto', "
         "max_model_len=None, gpu_memory_utilization=0.9, max_num_seqs=256, quantization=None, "
-        "tensor_parallel_size=1)",
+        "enable_chunked_prefill=None, tensor_parallel_size=1)",
         {
             "setting_model": (None, "model=meta-llama/Llama-3.1-8B-Instruct"),
             "setting_dtype": (None, "dtype=auto"),
@@ -157,6 +160,8 @@ def test_setting_lines(tmp_path: Path, line: str, expect: dict) -> None:
 
 
 def test_every_setting_kind_is_documented() -> None:
+    ingest_doc = (Path(__file__).parent.parent / "docs" / "INGEST.md").read_text()
+    assert all(f"`{s.kind}`" in ingest_doc for s in ev.SETTINGS)
     assert [s.kind for s in ev.SETTINGS] == [
         "setting_gpu_memory_utilization",
         "setting_max_model_len",
@@ -168,6 +173,7 @@ def test_every_setting_kind_is_documented() -> None:
         "setting_dtype",
         "setting_quantization",
         "setting_kv_cache_dtype",
+        "setting_chunked_prefill",
     ]
 
 

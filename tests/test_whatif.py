@@ -392,6 +392,16 @@ def test_no_chunk_timing_names_the_missing_input(root: Path, healthy: Path) -> N
     assert not any(ch.isdigit() for ch in out.output.split("error:")[-1].split(";")[0])
 
 
+def test_a_run_where_every_request_failed_says_so(root: Path) -> None:
+    """An overloaded L4 behind a 1.5 s client timeout: every request was rejected or timed
+    out, none was served. whatif says that, not that the traces lack per-token timing."""
+    ds = _ingest("errors", root, "all-failed", requests=30, hardware="l4-8b")
+    out = CliRunner().invoke(cli, ["whatif", str(ds)])
+    assert out.exit_code == 2, out.output
+    assert "every request on the server failed (30 of 30)" in out.output
+    assert "per-token" not in out.output and "Traceback" not in out.output
+
+
 def test_traces_without_prompt_lengths_name_the_missing_input(root: Path) -> None:
     """SGLang's traces time every chunk but carry no prompt length: whatif (and the report's
     Headroom) say so, where the replay once failed on an empty workload."""

@@ -1,5 +1,6 @@
 -- `traceq whatif` (traceq/whatif/): what the dataset holds for a calibration, one row:
 -- requests with a first token, those of them with a prompt length (the replay needs one),
+-- the server's requests and those of them that failed (a run where all failed has no timing),
 -- requests a client aborted, requests with per-token timing (server chunks), requests
 -- prefilled and decoded by different instances (a disaggregated run: request_phases'
 -- prefill_instance and decode_instance, from the stitch) and how many instances did each,
@@ -8,6 +9,8 @@
 SELECT
     timed.requests AS timed_requests,
     timed.sized AS sized_requests,
+    timed.failed AS failed_requests,
+    timed.served AS server_requests,
     (SELECT count(*) FROM request_phases WHERE view = 'server' AND finish_reason = 'abort'
         AND prompt_tokens > 0 AND e2e_ns > 0) AS aborted_requests,
     (SELECT count(DISTINCT request_id) FROM token_gaps WHERE view = 'server'
@@ -25,9 +28,15 @@ SELECT
     (SELECT max(prompt_tokens - coalesce(cached_tokens, 0)) FROM request_phases
         WHERE view = 'server' AND error IS NULL) AS max_uncached_prompt
 FROM (
-    SELECT count(*) AS requests, count(*) FILTER (WHERE prompt_tokens > 0) AS sized
+    SELECT
+        count(*) FILTER (WHERE error IS NULL AND ttft_ns IS NOT NULL AND prefill_ns IS NOT NULL)
+            AS requests,
+        count(*) FILTER (WHERE error IS NULL AND ttft_ns IS NOT NULL AND prefill_ns IS NOT NULL
+                         AND prompt_tokens > 0) AS sized,
+        count(*) FILTER (WHERE error IS NOT NULL) AS failed,
+        count(*) AS served
     FROM request_phases
-    WHERE view = 'server' AND error IS NULL AND ttft_ns IS NOT NULL AND prefill_ns IS NOT NULL
+    WHERE view = 'server'
 ) AS timed, (
     -- requests the stitch found prefilled on one instance and decoded on another
     SELECT

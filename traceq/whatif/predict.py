@@ -150,6 +150,13 @@ def calibrate(session: Session, settings: dict[str, SettingValue] | None = None)
     if inputs["split_requests"]:  # first: no other input would make it replayable
         raise WhatIfInputError(_disaggregated(inputs))
     timed = int(inputs["timed_requests"] or 0)
+    failed, served = int(inputs["failed_requests"] or 0), int(inputs["server_requests"] or 0)
+    if timed == 0 and served and failed == served:
+        raise WhatIfInputError(
+            f"every request on the server failed ({failed:,} of {served:,}): whatif calibrates "
+            "on requests that were served and cannot calibrate on this run; record a run "
+            "where requests complete (traceq diagnose says why these failed)"
+        )
     if timed == 0:
         raise WhatIfInputError(
             "no request has arrival, scheduling and first-token times on the server: "

@@ -98,3 +98,23 @@ def test_times_from_the_runs_own_start_read_as_such(tmp_path):
     # llmperf does not say whether it streamed: the undecided cause names that input
     assert "needs whether each request was streamed" in text
     assert "data for this check" not in text
+
+
+@pytest.mark.parametrize(
+    ("files", "says"),
+    [
+        ("vllm_bench", "the summary of vllm-bench only (91 figures in tool_metrics), and a "
+         "report needs each request: rerun vllm bench serve with --save-detailed"),
+        ("inference_perf_kubecon", "set report.request_lifecycle.per_request: true"),
+    ],
+)  # fmt: skip
+def test_a_summary_only_export_is_refused_with_what_would_report(tmp_path, files, says):
+    """Load tools that wrote only their summary (`vllm bench serve` without --save-detailed,
+    inference-perf without its per-request report): the refusal says what the dataset holds
+    and how to record each request."""
+    ds = tmp_path / "summary.tq"
+    ingest([REAL / files], ds)
+    out = CliRunner().invoke(cli, ["report", str(ds), "-o", str(tmp_path / "r.md")])
+    assert out.exit_code == 2
+    assert "has no requests: nothing to report; it holds " in out.output
+    assert says in out.output and "Traceback" not in out.output

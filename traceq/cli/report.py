@@ -172,7 +172,7 @@ def report_cmd(
     except (QueryError, BaselineError, ThresholdError, ValueError) as exc:
         raise Failure(str(exc)) from exc
     if not report.measurement.context["requests"]:
-        raise Failure(f"{dataset} has no requests: nothing to report")
+        raise Failure(nothing_to_report(dataset, report.measurement.context.get("holds") or {}))
     try:
         if output is not None:
             _write(report, Path(output), fmt)
@@ -189,6 +189,41 @@ def report_cmd(
         _trend(trend_dir, last)
     if fail_on_regression and report.regressed:
         sys.exit(1)  # SystemExit passes through click and traceq.cli.main unchanged
+
+
+PER_REQUEST = {
+    "vllm-bench": "rerun vllm bench serve with --save-detailed",
+    "inference-perf": "set report.request_lifecycle.per_request: true in inference-perf's config",
+}
+"""How a load tool writes each request, where its summary alone was ingested."""
+
+
+def nothing_to_report(dataset: str, holds: dict) -> str:
+    """The refusal of a dataset with no requests, saying what it holds instead and what
+    would give a report.
+
+    >>> print(nothing_to_report("b.tq", {"tools": "vllm-bench", "tool_figures": 91}))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    b.tq has no requests: nothing to report; it holds the summary of vllm-bench only
+    (91 figures in tool_metrics), and a report needs each request: rerun vllm bench serve
+    with --save-detailed
+    """
+    head = f"{dataset} has no requests: nothing to report"
+    if holds.get("tool_figures"):
+        tools = str(holds.get("tools") or "")
+        how = "; ".join(PER_REQUEST[t] for t in tools.split(", ") if t in PER_REQUEST)
+        return (
+            f"{head}; it holds the summary of {tools} only ({holds['tool_figures']:,} figures "
+            f"in tool_metrics), and a report needs each request: "
+            + (how or "export the tool's per-request records")
+        )
+    if holds.get("stats_lines"):
+        return (
+            f"{head}; it holds {counted(holds['stats_lines'], 'engine stats line')} but no "
+            "request, and a report needs each request: the server's OpenTelemetry traces, a "
+            "load test's per-request export, or a log with request logging on"
+        )
+    return head
 
 
 def _write(report, path: Path, fmt: str | None) -> None:  # type: ignore[no-untyped-def]

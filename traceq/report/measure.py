@@ -175,6 +175,8 @@ def measure(
             "tpot_mean_ms": k["tpot_mean"],
             "e2e_mean_ms": k["e2e_mean"],
             "tbt_mean_ms": t["tbt_mean"],
+            # what a dataset without requests holds instead (`traceq report` says so)
+            **({"holds": session.query(load("report_holds")).row(0, named=True)} if not n else {}),
         },
         samples=samples,
         phases=pl.concat([session.query(load("report_phases"), {"phase": p}) for p in PHASES]),

@@ -16,6 +16,7 @@ import pytest
 import traceq
 from tests.playbook_helpers import failing, found, ingest_folder, run
 from traceq.hardware import lookup
+from traceq.ingest import IngestOptions
 from traceq.playbooks.gpu import measured
 from traceq.session import Session
 from traceq.synth import generate
@@ -44,6 +45,28 @@ def test_whole_prompt_stalls_on_an_l4_are_measured_against_chunked_prefills_step
     assert finding.params["stall_ms"] == 590.0
     assert finding.causes[0].id == "chunked-prefill-off"
     assert "stall_ms 590 ms, 2.4× the floor" in finding.message
+    # the same run's traces and GPU samples without the server log: no start-up says
+    # anything, and vLLM's default for the GPU stands (not the H100's 8,192-token step)
+    traces = tmp_path / "pi-l4-traces.tq"
+    traceq.ingest([folder / "traces.otlp.jsonl", folder / "nvidia-smi.csv"], traces)
+    finding = found(run(traces))["prefill-interference"]
+    assert finding.status == "fail" and finding.params["stall_ms"] == 590.0
+
+
+def test_the_engine_config_wins_over_the_arguments_in_the_same_second(tmp_path):
+    """Asked for chunked prefill, a V0 engine turned it off (an unsupported model): the
+    config line, printed after the arguments in the same second, is the value in effect."""
+    log = tmp_path / "v0.log"
+    log.write_text(
+        "INFO 09-06 03:00:00 api_server.py:529] vLLM API server version 0.6.3\n"
+        "INFO 09-06 03:00:00 api_server.py:529] args: Namespace(model='m', "
+        "enable_chunked_prefill=True, tensor_parallel_size=1)\n"
+        "INFO 09-06 03:00:00 llm_engine.py:237] Initializing an LLM engine (v0.6.3) with "
+        "config: model='m', max_seq_len=8192, chunked_prefill_enabled=False\n"
+    )
+    traceq.ingest([log], tmp_path / "v0.tq", options=IngestOptions(year=2025))
+    with Session(tmp_path / "v0.tq") as session:
+        assert measured(session).chunked is False
 
 
 REAL_VLLM = Path(__file__).parent / "data" / "real" / "vllm"

@@ -13,9 +13,9 @@ A parameter declares what it takes from the GPU with `gpu:` in its YAML:
   max_num_batched_tokens when it is smaller than the reference's 8,192 (a larger budget is a
   choice whose stalls are worth a finding). Where the start-up lines print chunked prefill
   off (whole prompts in one step: the stalls are the finding, and turning it on is the
-  fix), or print it on with no budget, it is vLLM's default with chunked prefill for this
-  GPU (`default_budget`). With no vLLM start-up in the data (another engine, or none
-  logged) it is the reference's 8,192.
+  fix), or print no budget (traces without the log, a log without its start-up), it is
+  vLLM's default with chunked prefill for this GPU (`default_budget`); an SGLang run
+  (its scheduler lines in the data) keeps the reference's 8,192, SGLang's own chunk.
 
 Scaled floors never go below their reference value (a faster GPU keeps the floor a person
 notices). The GPU is the model name most GPU samples carry (nvidia-smi `name`, DCGM
@@ -73,7 +73,8 @@ class Measured:
     """The GPU of the run: `spec` is the one used; `seen` the name as the data printed it
     (None: no name in the data). `known` when the name is in the table. From the start-up
     lines: tensor-parallel size, weights per GPU (GiB), prefill budget per step (tokens),
-    chunked prefill on or off (None: not printed)."""
+    chunked prefill on or off (None: not printed); `sglang` when SGLang's scheduler lines
+    are in the data."""
 
     spec: GpuSpec
     seen: str | None = None
@@ -82,6 +83,7 @@ class Measured:
     weights_gib: float | None = None
     budget: float | None = None
     chunked: bool | None = None
+    sglang: bool = False
 
     @property
     def known(self) -> bool:
@@ -98,10 +100,12 @@ class Measured:
         # parameter), plus the weights read once at the memory bandwidth. A smaller budget
         # shortens it; a larger one, or none with chunked prefill off, is a choice whose
         # stalls are the finding (prefill-interference's fix), not a floor.
-        if self.chunked is False or (self.chunked and not self.budget):
-            budget = default_budget(self.spec)  # what chunked prefill on this GPU gives
-        else:  # a printed budget, or no vLLM start-up (another engine: its own defaults)
-            budget = self.budget or REFERENCE["budget"]
+        if self.budget and self.chunked is not False:
+            budget = self.budget
+        elif self.sglang and self.chunked is None:
+            budget = REFERENCE["budget"]  # SGLang's own chunk on a data-centre GPU
+        else:  # chunked prefill off, or no budget printed: what turning it on here gives
+            budget = default_budget(self.spec)
         budget = min(budget, REFERENCE["budget"])
         here = _step_s(weights, budget, self.spec.tflops_bf16, self.spec.hbm_gb_per_s)
         ref = _step_s(REFERENCE["weights_gib"], REFERENCE["budget"], REFERENCE["tflops_bf16"],
@@ -148,6 +152,7 @@ def measured(session: Executor) -> Measured:
         "weights_gib": first.get("weights_gib"),
         "budget": first.get("budget"),
         "chunked": None if first.get("chunked") is None else bool(first["chunked"]),
+        "sglang": bool(first.get("sglang")),
     }
     named = [r for r in rows if r["model_name"]]
     for r in named:  # the most sampled name the table knows, else the most sampled

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from traceq.findings import Finding, Incident
-from traceq.playbooks.words import count, duration_ms, fmt
+from traceq.playbooks.words import count, counted, duration_ms, fmt
 
 
 def iso(ns: int) -> str:
@@ -62,7 +62,7 @@ def _missed(impact: dict[str, Any]) -> str:
     if not bad:
         return f"no request of {count(n)} missed an SLO"
     share = bad / n
-    return f"{count(bad)} of {count(n)} requests ({share:.0%}) missed an SLO or failed"
+    return f"{count(bad)} of {counted(n, 'request')} ({share:.0%}) missed an SLO or failed"
 
 
 def headline(i: Incident) -> str:

@@ -398,7 +398,7 @@ def test_a_run_where_every_request_failed_says_so(root: Path) -> None:
     ds = _ingest("errors", root, "all-failed", requests=30, hardware="l4-8b")
     out = CliRunner().invoke(cli, ["whatif", str(ds)])
     assert out.exit_code == 2, out.output
-    assert "every request on the server failed (30 of 30)" in out.output
+    assert "no request on the server was served: all 30 failed or were aborted" in out.output
     assert "per-token" not in out.output and "Traceback" not in out.output
 
 

@@ -151,11 +151,11 @@ def calibrate(session: Session, settings: dict[str, SettingValue] | None = None)
         raise WhatIfInputError(_disaggregated(inputs))
     timed = int(inputs["timed_requests"] or 0)
     failed, served = int(inputs["failed_requests"] or 0), int(inputs["server_requests"] or 0)
-    if timed == 0 and served and failed == served:
+    if timed == 0 and served and failed == served and inputs["chunked_requests"]:
         raise WhatIfInputError(
-            f"every request on the server failed ({failed:,} of {served:,}): whatif calibrates "
-            "on requests that were served and cannot calibrate on this run; record a run "
-            "where requests complete (traceq diagnose says why these failed)"
+            f"no request on the server was served: all {served:,} failed or were aborted, and "
+            "whatif calibrates on served requests, so it cannot calibrate on this run; record "
+            "a run where requests complete (traceq diagnose says why these did not)"
         )
     if timed == 0:
         raise WhatIfInputError(

@@ -103,8 +103,8 @@ def test_times_from_the_runs_own_start_read_as_such(tmp_path):
 @pytest.mark.parametrize(
     ("files", "says"),
     [
-        ("vllm_bench", "the summary of vllm-bench only (91 figures in tool_metrics), and a "
-         "report needs each request: rerun vllm bench serve with --save-detailed"),
+        ("vllm_bench", "the summary of vllm-bench (91 figures in tool_metrics) but no request, "
+         "and a report needs each request's times: rerun vllm bench serve with --save-detailed"),
         ("inference_perf_kubecon", "set report.request_lifecycle.per_request: true"),
     ],
 )  # fmt: skip

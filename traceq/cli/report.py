@@ -204,26 +204,28 @@ def nothing_to_report(dataset: str, holds: dict) -> str:
 
     >>> print(nothing_to_report("b.tq", {"tools": "vllm-bench", "tool_figures": 91}))
     ... # doctest: +NORMALIZE_WHITESPACE
-    b.tq has no requests: nothing to report; it holds the summary of vllm-bench only
-    (91 figures in tool_metrics), and a report needs each request: rerun vllm bench serve
-    with --save-detailed
+    b.tq has no requests: nothing to report; it holds the summary of vllm-bench (91 figures
+    in tool_metrics) but no request, and a report needs each request's times: rerun vllm
+    bench serve with --save-detailed
     """
     head = f"{dataset} has no requests: nothing to report"
-    if holds.get("tool_figures"):
-        tools = str(holds.get("tools") or "")
-        how = "; ".join(PER_REQUEST[t] for t in tools.split(", ") if t in PER_REQUEST)
-        return (
-            f"{head}; it holds the summary of {tools} only ({holds['tool_figures']:,} figures "
-            f"in tool_metrics), and a report needs each request: "
-            + (how or "export the tool's per-request records")
-        )
-    if holds.get("stats_lines"):
-        return (
-            f"{head}; it holds {counted(holds['stats_lines'], 'engine stats line')} but no "
-            "request, and a report needs each request: the server's OpenTelemetry traces, a "
-            "load test's per-request export, or a log with request logging on"
-        )
-    return head
+    tools = str(holds.get("tools") or "")
+    held = [
+        f"the summary of {tools} ({holds['tool_figures']:,} figures in tool_metrics)"
+        if holds.get("tool_figures")
+        else "",
+        counted(holds["stats_lines"], "engine stats sample") if holds.get("stats_lines") else "",
+        counted(holds["gpu_samples"], "GPU sample") if holds.get("gpu_samples") else "",
+    ]
+    held = [h for h in held if h]
+    if not held:
+        return head
+    how = "; ".join(PER_REQUEST[t] for t in tools.split(", ") if t in PER_REQUEST)
+    how = how or "the server's OpenTelemetry traces or a load test's per-request export"
+    listed = ", ".join(held[:-1]) + (" and " if len(held) > 1 else "") + held[-1]
+    return (
+        f"{head}; it holds {listed} but no request, and a report needs each request's times: {how}"
+    )
 
 
 def _write(report, path: Path, fmt: str | None) -> None:  # type: ignore[no-untyped-def]

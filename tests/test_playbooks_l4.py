@@ -17,6 +17,8 @@ import traceq
 from tests.playbook_helpers import failing, found, ingest_folder, run
 from traceq.hardware import lookup
 from traceq.ingest import IngestOptions
+from traceq.playbooks import Options, load_catalog
+from traceq.playbooks.engine import diagnose
 from traceq.playbooks.gpu import measured
 from traceq.session import Session
 from traceq.synth import generate
@@ -51,6 +53,12 @@ def test_whole_prompt_stalls_on_an_l4_are_measured_against_chunked_prefills_step
     traceq.ingest([folder / "traces.otlp.jsonl", folder / "nvidia-smi.csv"], traces)
     finding = found(run(traces))["prefill-interference"]
     assert finding.status == "fail" and finding.params["stall_ms"] == 590.0
+    # a floor given with --param is said to be given, not the GPU's scale of the default
+    with Session(traces) as session:
+        given = Options(overrides={"prefill-interference": {"stall_ms": 400}})
+        pb = [p for p in load_catalog().playbooks if p.id == "prefill-interference"]
+        (finding,) = diagnose(session, pb, given).findings
+    assert "(stall_ms 400 ms as given)" in finding.message and "×" not in finding.message
 
 
 def test_the_engine_config_wins_over_the_arguments_in_the_same_second(tmp_path):

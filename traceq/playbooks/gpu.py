@@ -123,13 +123,17 @@ def default_budget(spec: GpuSpec) -> float:
     return BIG_GPU_BUDGET if big else SMALL_GPU_BUDGET
 
 
-def _scaled(name: str, value: float, factor: float) -> str:
-    """A time floor the GPU scaled, and by how much when it did.
+def _scaled(name: str, value: float, factor: float | None) -> str:
+    """A time floor the GPU scaled, and by how much when it did (None: a `--param` gave it).
 
     >>> _scaled("stall_ms", 250, 1.0), _scaled("stall_ms", 575, 2.3)
     ('stall_ms 250 ms', 'stall_ms 575 ms, 2.3× the floor for an 8B model on an H100')
+    >>> _scaled("stall_ms", 400, None)
+    'stall_ms 400 ms as given'
     """
     text = f"{name} {value:,.0f} ms"
+    if factor is None:
+        return f"{text} as given"
     return text if factor == 1 else f"{text}, {factor:.1f}× the floor for an 8B model on an H100"
 
 
@@ -191,7 +195,11 @@ def params_for(
         "source": source,
         "given": given,
         "figures": {n: params[n] for n, f in figures.items() if f not in SCALED},
-        "scaled": {n: {"value": params[n], "factor": f} for n, f in scaled.items()},
+        # an overridden floor is the override, not the GPU's scale of the default
+        "scaled": {
+            n: {"value": params[n], "factor": None if n in overrides else f}
+            for n, f in scaled.items()
+        },
         "caps": spec_used and not hw.known,
         "spec_source": hw.spec.source,
         "gpus": hw.gpus,

@@ -39,6 +39,7 @@ from typing import Any
 
 from traceq.findings import Finding
 from traceq.hardware import DEFAULT_ID, GpuSpec, by_id, lookup
+from traceq.hardware.vllm_defaults import defaults
 from traceq.playbooks.executor import Executor
 from traceq.playbooks.model import Playbook
 from traceq.playbooks.steps import run_query
@@ -55,11 +56,6 @@ REFERENCE = {
     "hbm_gb_per_s": 3350.0,
 }
 SCALED = ("prefill_time", "step_time")
-BIG_GPU_GIB = 70
-SMALL_GPU_BUDGET, BIG_GPU_BUDGET = 2048.0, 8192.0
-"""vLLM's (0.9 and later) default step budget of its API server with chunked prefill: 8,192
-prompt tokens on a GPU of at least 70 GiB other than an A100, else 2,048 (vllm/engine/
-arg_utils.py; traceq/whatif/limits.py, `BIG_DEFAULTS`, replays with the same defaults)."""
 _LABELS = {
     "hbm_gb_per_s": "{:,.0f} GB/s memory bandwidth",
     "tflops_bf16": "{:,.0f} TFLOP/s bf16",
@@ -113,14 +109,15 @@ class Measured:
         return max(1.0, here / ref)
 
 
-def default_budget(spec: GpuSpec) -> float:
-    """vLLM's default step budget with chunked prefill on `spec` (`BIG_GPU_BUDGET`).
+def default_budget(spec: GpuSpec) -> int:
+    """vLLM's default step budget with chunked prefill on `spec`
+    (traceq/hardware/vllm_defaults.py): 8,192 tokens on a GPU of 70 GiB or more other than
+    an A100, else 2,048.
 
     >>> default_budget(lookup("NVIDIA H100 80GB HBM3")), default_budget(lookup("A100-SXM4-80GB"))
-    (8192.0, 2048.0)
+    (8192, 2048)
     """
-    big = spec.memory_gib >= BIG_GPU_GIB and "a100" not in spec.id
-    return BIG_GPU_BUDGET if big else SMALL_GPU_BUDGET
+    return defaults(spec.memory_gib, spec.id)["max_num_batched_tokens"]
 
 
 def _scaled(name: str, value: float, factor: float | None) -> str:

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
 
+from traceq.hardware.vllm_defaults import defaults
 from traceq.synth.arrivals import Arrival, arrivals, rng
 from traceq.synth.config import EngineConfig, Scenario
 from traceq.synth.engine import NS, Request, StepInfo, window_ns
@@ -246,9 +247,8 @@ def stall_floor_s(engine: EngineConfig) -> float:
 
 def _default_budget(e: EngineConfig) -> int:
     """vLLM's default step budget with chunked prefill on `e`'s GPU (traceq/playbooks/gpu.py,
-    `default_budget`): 8,192 tokens on one of 70 GiB or more other than an A100, else 2,048."""
-    big = e.fb_total_mib >= 70 * 1024 and "a100" not in e.gpu_name.lower()
-    return REFERENCE_BUDGET if big else 2048
+    `default_budget`)."""
+    return defaults(e.fb_total_mib / 1024, e.gpu_name)["max_num_batched_tokens"]
 
 
 class _Gaps:

@@ -19,6 +19,7 @@ from typing import Any
 
 import polars as pl
 
+from traceq.hardware.vllm_defaults import BIG_DEFAULTS, SMALL_DEFAULTS, big_gpu
 from traceq.whatif.startup import engine_version, printed, same_line
 
 SettingValue = int | bool
@@ -65,19 +66,9 @@ KV_FULL = 0.99
 """KV usage (engine_stats.kv_usage, ratio) at which the run counts as having reached the cache
 size: vLLM prints it to 0.1 %, and a full cache preempts before it shows 100 %."""
 
-BIG_GPU_MIB = 70 * 1024
-"""vLLM (≥ 0.9) gives a GPU with at least 70 GiB and not an A100 larger scheduler defaults
-(vllm/engine/arg_utils.py, `_set_default_args_v1` / `get_batch_defaults`)."""
-
 DEFAULTS_SINCE = (0, 9)
 """The first vLLM version whose V1 defaults are encoded here; older versions' limits must be
 printed in the log or given with `--set`."""
-
-BIG_DEFAULTS = {"max_num_seqs": 1024, "max_num_batched_tokens": 8192}
-"""vLLM's OpenAI-server defaults on a ≥ 70 GiB GPU other than an A100."""
-
-SMALL_DEFAULTS = {"max_num_seqs": 256, "max_num_batched_tokens": 2048}
-"""vLLM's OpenAI-server defaults on other GPUs."""
 
 UNCHUNKED_MIN_TOKENS = 2048
 """With chunked prefill off, vLLM's step budget defaults to max(max_model_len, this)."""
@@ -248,7 +239,7 @@ def read_limits(rows: pl.DataFrame, peaks: Peaks, settings: dict[str, SettingVal
     version = engine_version(rows)
     big = None
     if peaks.gpu_mib is not None:
-        big = peaks.gpu_mib >= BIG_GPU_MIB and "a100" not in (peaks.gpu_name or "").lower()
+        big = big_gpu(peaks.gpu_mib / 1024, peaks.gpu_name)
     mml = found.get("max_model_len")
     tp = found.get("tensor_parallel_size")
     base = Limits(

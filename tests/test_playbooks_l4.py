@@ -8,6 +8,7 @@ kv-pressure's consequences, checked by its `explains:` edges' KV-bound mechanism
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -105,3 +106,58 @@ def test_chunked_prefill_state_of_a_real_log_reaches_the_stall_floors(
     # chunked prefill off: the L4's stall line is the step of its 2,048-token default, not
     # of the printed 8,192 (a whole prompt in one step is what prefill-interference finds)
     assert round(on_l4.scale("step_time"), 1) == (8.3 if chunked else 2.4)
+
+
+def test_traces_without_a_gpu_name_say_the_floors_assumed_an_h100_and_gpu_names_it(tmp_path):
+    """A disaggregated L4 deployment's traces name no GPU (no nvidia-smi, no log): the
+    H100's floors make a healthy L4's 300-ms prefills and 0.5-s steps look like incidents,
+    and the output says which floors assumed it. Named with `--gpu l4`, the floors are the
+    L4's and the run is healthy; the finding says the GPU was named, not measured."""
+    from click.testing import CliRunner
+
+    from traceq.cli import cli
+
+    folder = tmp_path / "dynamo-l4"
+    generate("healthy", folder, seed=5, convention="dynamo", hardware="l4-8b")
+    ds = tmp_path / "dynamo-l4.tq"
+    traceq.ingest([folder / "traces.otlp.jsonl"], ds)
+    runner = CliRunner()
+    assumed = runner.invoke(cli, ["diagnose", str(ds)])
+    assert assumed.exit_code == 1, assumed.output
+    assert (
+        "floors assumed an H100 SXM5 80GB in tbt-jitter, ttft-prefill: the data names no GPU; "
+        "name it with --gpu" in assumed.output
+    )
+    named = runner.invoke(cli, ["diagnose", str(ds), "--gpu", "l4", "--format", "json"])
+    assert named.exit_code == 0, named.output
+    findings = {f["id"]: f for f in json.loads(named.output)["findings"]}
+    prefill = findings["ttft-prefill"]
+    assert prefill["status"] == "pass" and prefill["gpu"]["source"] == "named"
+    assert prefill["gpu"]["gpu"] == "L4 24GB" and prefill["params"]["min_prefill_ms"] > 1000
+    config = tmp_path / "diagnose.toml"
+    config.write_text('[diagnose]\ngpu = "NVIDIA L4"\n')
+    assert runner.invoke(cli, ["diagnose", str(ds), "--config", str(config)]).exit_code == 0
+    # the report runs the same playbooks, and says the same
+    report = runner.invoke(cli, ["report", str(ds), "-o", str(tmp_path / "r.md"), "--no-headroom"])
+    assert report.exit_code == 0, report.output
+    assert "Floors assumed an H100 SXM5 80GB in tbt-jitter" in (tmp_path / "r.md").read_text()
+    named_report = ["report", str(ds), "-o", str(tmp_path / "n.md"), "--no-headroom", "--gpu", "L4"]
+    assert runner.invoke(cli, named_report).exit_code == 0
+    assert "Floors assumed" not in (tmp_path / "n.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("A100", "GPU 'A100' is ambiguous or unknown: name one of a100-pcie-40gb, a100-sxm4-40gb"),
+        ("Quadro P400", "GPU 'Quadro P400' is not in the table: name one of a100-pcie-40gb"),
+    ],
+)
+def test_a_gpu_name_the_table_lacks_is_refused_with_the_rows_it_could_mean(tmp_path, name, says):
+    from click.testing import CliRunner
+
+    from traceq.cli import cli
+
+    result = CliRunner().invoke(cli, ["diagnose", str(tmp_path), "--gpu", name])
+    assert result.exit_code == 2
+    assert f"traceq: error: --gpu: {says}" in result.output

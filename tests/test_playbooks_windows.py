@@ -23,12 +23,19 @@ T0 = 1_750_000_000 * NS  # a multiple of the 10-s windows of a 10-minute run
 RUN_S = 600
 
 
-def _dataset(root: Path, tpot_ms: list[float], kv: dict[int, float] | None = None) -> Path:
-    """One request a second for RUN_S s, 60 output tokens at tpot_ms[second]; engine stats
-    every 10 s on the window grid with KV usage 0.3 except at the seconds in `kv`."""
+def _dataset(
+    root: Path,
+    tpot_ms: list[float],
+    kv: dict[int, float] | None = None,
+    ttft_ms: list[float] | None = None,
+) -> Path:
+    """One request a second for RUN_S s, 60 output tokens at tpot_ms[second], the first
+    after ttft_ms[second] (60 ms without it); engine stats every 10 s on the window grid
+    with KV usage 0.3 except at the seconds in `kv`."""
     ds = Dataset(root / "run.tq", create=True)
     t = [T0 + i * NS for i in range(RUN_S)]
-    first = [x + 60_000_000 for x in t]
+    ttft_ms = ttft_ms or [60.0] * RUN_S
+    first = [x + int(ms * 1e6) for x, ms in zip(t, ttft_ms, strict=True)]
     requests = pl.DataFrame(
         {
             "request_id": [f"r{i}" for i in range(RUN_S)],
@@ -98,6 +105,14 @@ def test_warm_up_is_judged_against_the_steady_state_spread(tmp_path, first, stea
     assert f.status == status, f.message
     if status == "fail":
         assert [(w["start"], w["end"]) for w in f.windows] == [(T0, T0 + 10 * NS)]
+
+
+def test_a_warm_up_seen_in_ttft_alone_is_said_in_ttft(tmp_path):
+    """The sentence leads with the metric that is slow, not with a TPOT at 1.0×."""
+    ttft = _tpot(600.0, [100.0, 105.0, 95.0, 110.0, 100.0, 90.0])
+    f = _finding(_dataset(tmp_path, [10.0] * RUN_S, ttft_ms=ttft), "warm-up-skew")
+    assert f.status == "fail", f.message
+    assert "run at 6.0× the steady-state median TTFT (600 ms vs 100 ms; median TPOT" in f.message
 
 
 # Prefill stalls that are the consequence of another failing finding name it and become a

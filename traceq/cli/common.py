@@ -1,10 +1,13 @@
-"""Pieces every `traceq` command shares: the one-line error and `K=V` parameters."""
+"""Pieces every `traceq` command shares: the one-line error, `K=V` parameters and the
+`--gpu` name."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import click
+
+from traceq.hardware import resolve
 
 
 class Failure(click.ClickException):
@@ -35,3 +38,19 @@ def parse_params(pairs: tuple[str, ...], option: str = "--param") -> dict[str, A
             raise click.UsageError(f"{option} expects K=V, got {p!r}")
         bound[key] = typed(value)
     return bound
+
+
+def checked_gpu(given: str | None, configured: object = None) -> str | None:
+    """`--gpu`, else the config's `[diagnose] gpu`, checked against the GPU table (exit 2
+    naming the rows that could be meant)."""
+    name = given or configured
+    if name is None:
+        return None
+    origin = "--gpu" if given else "--config [diagnose] gpu"
+    if not isinstance(name, str):
+        raise Failure(f"{origin}: expected a GPU name, got {name!r}")
+    try:
+        resolve(name)
+    except ValueError as exc:
+        raise Failure(f"{origin}: {exc}") from exc
+    return name

@@ -15,7 +15,7 @@ from typing import Any
 import click
 import orjson
 
-from traceq.cli.common import Failure, typed
+from traceq.cli.common import Failure, checked_gpu, typed
 from traceq.cli.sql import MEMORY_LIMIT
 from traceq.findings import SEVERITIES
 from traceq.playbooks import Options, diagnose, load_catalog, load_dir
@@ -96,8 +96,11 @@ def _overrides(
               "(repeatable or comma-separated).")  # fmt: skip
 @click.option("--param", "params", multiple=True, metavar="ID.NAME=V",
               help="Override a playbook parameter (repeatable).")  # fmt: skip
+@click.option("--gpu", "gpu_name", metavar="NAME", help="The GPU the run served on, for the "
+              "GPU-scaled floors, where the data names none or the wrong one: an id or name "
+              "of traceq/hardware/gpus.csv (l4, a100-sxm4-80gb, H200).")  # fmt: skip
 @click.option("--config", "config_path", help="TOML file: [params.ID] NAME = V, "
-              "[diagnose] fail_on / format / playbooks.")  # fmt: skip
+              "[diagnose] fail_on / format / playbooks / gpu.")  # fmt: skip
 @click.option("--format", "out_format", type=click.Choice(["text", "json", "markdown"]),
               default=None, help="Output format [default: text].")  # fmt: skip
 @click.option("--fail-on", type=click.Choice(SEVERITIES), default=None,
@@ -114,6 +117,7 @@ def diagnose_cmd(
     playbook_dir: str | None,
     only: tuple[str, ...],
     params: tuple[str, ...],
+    gpu_name: str | None,
     config_path: str | None,
     out_format: str | None,
     fail_on: str | None,
@@ -132,7 +136,11 @@ def diagnose_cmd(
         raise click.UsageError(f"no playbook {', '.join(unknown)}; run `traceq playbooks list`")
     playbooks = [p for p in report.playbooks if not wanted or p.id in wanted]
     steps: list[Step] = []
-    options = Options(overrides=_overrides(report, config, params), profile=steps)
+    options = Options(
+        overrides=_overrides(report, config, params),
+        gpu=checked_gpu(gpu_name, settings.get("gpu")),
+        profile=steps,
+    )
     fail_on = fail_on or settings.get("fail_on", "info")
     if fail_on not in SEVERITIES:
         raise Failure(f"fail_on must be one of {', '.join(SEVERITIES)}, got {fail_on!r}")

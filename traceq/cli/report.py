@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 import orjson
 
-from traceq.cli.common import Failure
+from traceq.cli.common import Failure, checked_gpu
 from traceq.playbooks.words import counted
 from traceq.render import render_frame
 from traceq.slo import DEFAULT_GPU_HOUR_USD
@@ -90,6 +90,13 @@ def _trend(directory: str, last: int) -> None:
     help="GPUs serving the run (default: the GPUs in the GPU samples, else 1).",
 )
 @click.option(
+    "--gpu",
+    "gpu_name",
+    metavar="NAME",
+    help="The GPU the run served on, for the playbooks' GPU-scaled floors, where the data "
+    "names none: an id or name of traceq/hardware/gpus.csv (l4, a100-sxm4-80gb, H200).",
+)
+@click.option(
     "--fail-on-regression", is_flag=True, help="Exit 1 when a KPI regressed against --baseline."
 )
 @click.option("--no-findings", is_flag=True, help="Do not run the playbooks.")
@@ -126,6 +133,7 @@ def report_cmd(
     slo: str | None,
     gpu_hour_price: float | None,
     gpus: int | None,
+    gpu_name: str | None,
     fail_on_regression: bool,
     no_findings: bool,
     no_headroom: bool,
@@ -163,6 +171,7 @@ def report_cmd(
         slo=parse_slo(slo),
         gpu_hour_usd=gpu_hour_price or DEFAULT_GPU_HOUR_USD,
         gpus=gpus,
+        gpu=checked_gpu(gpu_name),
         findings=not no_findings,
         headroom=not no_headroom,
         memory_limit=memory_limit,

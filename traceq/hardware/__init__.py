@@ -44,7 +44,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-__all__ = ["DEFAULT_ID", "GpuSpec", "by_id", "lookup", "patterns", "specs"]
+__all__ = ["DEFAULT_ID", "GpuSpec", "by_id", "lookup", "patterns", "resolve", "specs"]
 
 #: What is assumed when the GPU is unknown: the H100 SXM, the most common serving GPU.
 DEFAULT_ID = "h100-sxm"
@@ -126,3 +126,29 @@ def by_id(spec_id: str) -> GpuSpec:
             return spec
     known = ", ".join(spec.id for spec in specs())
     raise KeyError(f"unknown GPU id {spec_id!r}; known: {known}")
+
+
+def resolve(text: str) -> GpuSpec:
+    """The spec a person names (`traceq diagnose --gpu`): a row's id (`l4`, `a100-sxm4-80gb`)
+    or a name its `match` regex finds, as nvidia-smi prints it; ValueError naming the rows
+    that could be meant (or every id) otherwise.
+
+    >>> resolve("L4").name, resolve("a100-pcie-80gb").name, resolve("NVIDIA H200").id
+    ('L4 24GB', 'A100 PCIe 80GB', 'h200-sxm')
+    >>> resolve("A100")
+    Traceback (most recent call last):
+    ...
+    ValueError: GPU 'A100' is ambiguous or unknown: name one of a100-pcie-40gb, \
+a100-sxm4-40gb, a100-pcie-80gb, a100-sxm4-80gb (traceq/hardware/gpus.csv)
+    """
+    wanted = text.strip().lower()
+    for spec in specs():
+        if spec.id == wanted:
+            return spec
+    found = lookup(text)
+    if found is not None:
+        return found
+    near = [s.id for s in specs() if wanted and (wanted in s.id or wanted in s.name.lower())]
+    listed = ", ".join(near or [s.id for s in specs()])
+    kind = "is ambiguous or unknown" if near else "is not in the table"
+    raise ValueError(f"GPU {text!r} {kind}: name one of {listed} (traceq/hardware/gpus.csv)")

@@ -42,6 +42,7 @@ from traceq.findings import (
     severity_rank,
     shortfall,
 )
+from traceq.hardware import resolve
 from traceq.playbooks import gpu, incidents, steps, tail
 from traceq.playbooks.executor import Executor
 from traceq.playbooks.model import CauseSpec, Playbook, Requirement
@@ -60,10 +61,13 @@ CAUSE_ORDER = {"confirmed": 0, "not_confirmed": 1, "not_applicable": 2, "error":
 @dataclass
 class Options:
     """How a run binds and bounds: per-playbook parameter overrides (`--param ID.NAME=V`),
-    incidents kept per finding, rows per evidence table, example requests; `profile`, when
-    a list, receives a `steps.Step` (seconds) for every query of the run."""
+    the GPU the run served on where the data names none or the wrong one (`--gpu`: a row of
+    traceq/hardware/gpus.csv, `traceq.hardware.resolve`), incidents kept per finding, rows
+    per evidence table, example requests; `profile`, when a list, receives a `steps.Step`
+    (seconds) for every query of the run."""
 
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    gpu: str | None = None
     max_windows: int = 5
     evidence_rows: int = 20
     examples: int = 5
@@ -85,7 +89,7 @@ def diagnose(
                 materialise_rollups(session)
         except QueryError as exc:  # playbooks then read the views themselves
             rollup_error = str(exc)
-        hw = gpu.measured(session)
+        hw = gpu.measured(session, resolve(options.gpu) if options.gpu else None)
         findings = []
         for pb in playbooks:
             params, use = gpu.params_for(pb, hw, options.overrides.get(pb.id, {}))

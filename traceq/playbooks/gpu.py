@@ -18,11 +18,12 @@ A parameter declares what it takes from the GPU with `gpu:` in its YAML:
   (its scheduler lines in the data) keeps the reference's 8,192, SGLang's own chunk.
 
 Scaled floors never go below their reference value (a faster GPU keeps the floor a person
-notices). The GPU is the model name most GPU samples carry (nvidia-smi `name`, DCGM
-`modelName`); the weights and budget come from the engine's start-up lines. A `--param`
-override wins over all of it. When the data names no GPU, or one the table lacks, the
-defaults stand, the finding says which GPU it assumed, and a finding that used a spec figure
-cannot fail (`cap`): a roofline for the wrong GPU is no floor.
+notices). The GPU is the one named with `--gpu` (`Options.gpu`), else the model name most
+GPU samples carry (nvidia-smi `name`, DCGM `modelName`); the weights and budget come from
+the engine's start-up lines. A `--param` override wins over all of it. When the data names
+no GPU, or one the table lacks, and none is named, the defaults stand, the finding says which
+GPU it assumed, and a finding that used a spec figure cannot fail (`cap`): a roofline for
+the wrong GPU is no floor.
 
 >>> from traceq.hardware import lookup
 >>> hw = Measured(spec=lookup("NVIDIA L4"), seen="NVIDIA L4", gpus=1, budget=2048)
@@ -80,10 +81,12 @@ class Measured:
     budget: float | None = None
     chunked: bool | None = None
     sglang: bool = False
+    named: bool = False
+    """The GPU was named by the person running traceq (`--gpu`), not read from the data."""
 
     @property
     def known(self) -> bool:
-        return self.seen is not None and lookup(self.seen) is not None
+        return self.named or (self.seen is not None and lookup(self.seen) is not None)
 
     def scale(self, kind: str) -> float:
         """How much longer reference work takes here (`SCALED`), at least 1."""
@@ -140,9 +143,9 @@ def _step_s(weights_gib: float, tokens: float, tflops: float, gb_per_s: float) -
     return tokens * weights / (tflops * 1e12) + weights / (gb_per_s * 1e9)
 
 
-def measured(session: Executor) -> Measured:
+def measured(session: Executor, named: GpuSpec | None = None) -> Measured:
     """The GPU most samples name, the GPUs that carried it and the engine's start-up
-    figures."""
+    figures; `named` (`--gpu`, `traceq.hardware.resolve`) replaces the samples' GPU."""
     try:
         rows = run_query(session, "gpu", load("gpu_measured")).frame.rows(named=True)
     except QueryError:
@@ -155,12 +158,15 @@ def measured(session: Executor) -> Measured:
         "chunked": None if first.get("chunked") is None else bool(first["chunked"]),
         "sglang": bool(first.get("sglang")),
     }
-    named = [r for r in rows if r["model_name"]]
-    for r in named:  # the most sampled name the table knows, else the most sampled
+    sampled = [r for r in rows if r["model_name"]]
+    if named is not None:
+        gpus = int(sampled[0]["gpus"]) if sampled else 0
+        return Measured(named, named.name, gpus, **startup, named=True)
+    for r in sampled:  # the most sampled name the table knows, else the most sampled
         if (spec := lookup(r["model_name"])) is not None:
             return Measured(spec, r["model_name"], int(r["gpus"]), **startup)
-    seen = named[0]["model_name"] if named else None
-    gpus = int(named[0]["gpus"]) if named else 0
+    seen = sampled[0]["model_name"] if sampled else None
+    gpus = int(sampled[0]["gpus"]) if sampled else 0
     return Measured(by_id(DEFAULT_ID), seen, gpus, **startup)
 
 
@@ -185,7 +191,13 @@ def params_for(
     params.update(overrides)
     given = sorted(n for n in figures if n in overrides)
     spec_used = any(f not in SCALED for n, f in figures.items() if n not in overrides)
-    source = "measured" if hw.known else "given" if given and not spec_used else "assumed"
+    source = (
+        ("named" if hw.named else "measured")
+        if hw.known
+        else "given"
+        if given and not spec_used
+        else "assumed"
+    )
     use = {
         "gpu": hw.spec.name,
         "seen": hw.seen,
@@ -219,8 +231,9 @@ def note(use: dict[str, Any], playbook: str) -> str:
     parts += [_scaled(n, s["value"], s["factor"]) for n, s in use["scaled"].items()]
     tp = use.get("tensor_parallel")
     parts += [f"TP {tp:g}"] if tp and tp > 1 else []
-    if use["source"] == "measured":
-        return f"on the {use['gpu']} ({'; '.join(parts)})"
+    if use["source"] in ("measured", "named"):
+        named = ["named with --gpu"] if use["source"] == "named" else []
+        return f"on the {use['gpu']} ({'; '.join(named + parts)})"
     if use["source"] == "given":
         return f"with {', '.join(use['given'])} as given"
     why = (
@@ -232,8 +245,8 @@ def note(use: dict[str, Any], playbook: str) -> str:
     assumed = f"assumed an {use['gpu']}" + (f" ({'; '.join(parts)})" if parts else "")
     warning = ", so at most a warning" if use.get("caps") else ""
     return (
-        f"{assumed} because {why}{warning}; add nvidia-smi or DCGM samples, or pass "
-        f"--param {playbook}.{first}=…"
+        f"{assumed} because {why}{warning}; add nvidia-smi or DCGM samples, name it with "
+        f"--gpu, or pass --param {playbook}.{first}=…"
     )
 
 

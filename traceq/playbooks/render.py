@@ -66,6 +66,39 @@ def not_applicable_line(d: Diagnosis) -> str:
     )
 
 
+def assumed_gpu_line(d: Diagnosis) -> str:
+    """One line naming the failing findings whose GPU-scaled floors stood for the reference
+    GPU because the data names none the table knows (their messages do not say it: only a
+    finding that used a spec figure does, traceq/playbooks/gpu.py `note`); "" when none.
+
+    >>> f = Finding(id="ttft-prefill", status="fail", severity="medium", title="", message="",
+    ...             gpu={"gpu": "H100 SXM5 80GB", "seen": None, "source": "assumed"})
+    >>> assumed_gpu_line(Diagnosis([f], "ds", "h", "0", "", 0.0))
+    'floors assumed an H100 SXM5 80GB in ttft-prefill: the data names no GPU; name it with \
+--gpu (an id or name of traceq/hardware/gpus.csv), or add nvidia-smi or DCGM samples'
+    """
+    used = [
+        f
+        for f in d.findings
+        if f.status in ("fail", "warn")
+        and f.gpu
+        and f.gpu.get("source") == "assumed"
+        and not f.gpu.get("caps")
+    ]
+    if not used:
+        return ""
+    first = used[0].gpu or {}
+    gpu, seen = first["gpu"], first.get("seen")
+    why = (
+        f"the data's {seen} is not in traceq/hardware/gpus.csv; name the nearest with --gpu, "
+        "or set the floors with --param"
+        if seen
+        else "the data names no GPU; name it with --gpu (an id or name of "
+        "traceq/hardware/gpus.csv), or add nvidia-smi or DCGM samples"
+    )
+    return f"floors assumed an {gpu} in {', '.join(f.id for f in used)}: {why}"
+
+
 def render_text(d: Diagnosis, *, verbose: bool = False) -> str:
     """One block per incident (its root, impact, cause, fix, then its consequences folded
     under it), errors, the not-applicable playbooks on one line, a summary line."""
@@ -80,9 +113,7 @@ def render_text(d: Diagnosis, *, verbose: bool = False) -> str:
     if d.tail:
         out.append("TAIL of the run")
         out += [f"  {m['line']}" for m in d.tail]
-    na = not_applicable_line(d)
-    if na:
-        out.append(na)
+    out += [line for line in (assumed_gpu_line(d), not_applicable_line(d)) if line]
     out.append(summary_line(d))
     return "\n".join(out) + "\n"
 
@@ -137,8 +168,8 @@ def render_markdown(d: Diagnosis) -> str:
             out += ["", "Example requests: " + ", ".join(f"`{r}`" for r in f.example_requests)]
     if d.tail:
         out += ["", "## The run's tail", ""] + [f"- {m['line']}" for m in d.tail]
-    na = not_applicable_line(d)
-    out += ["", "## Every playbook", ""] + ([na, ""] if na else [])
+    notes = [line for line in (assumed_gpu_line(d), not_applicable_line(d)) if line]
+    out += ["", "## Every playbook", ""] + [x for line in notes for x in (line, "")]
     out += ["| status | severity | playbook | finding |", "|---|---|---|---|"]
     out += [
         f"| {LABEL[f.status]} | {f.severity} | `{f.id}` | {_cell(f.message)} |"

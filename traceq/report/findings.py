@@ -12,21 +12,26 @@ from datetime import UTC, datetime
 
 from traceq import __version__
 from traceq.findings import Diagnosis
-from traceq.playbooks import load_catalog
+from traceq.playbooks import Options, load_catalog
 from traceq.session import Session
 from traceq.whatif.cite import diagnose_and_cite
 from traceq.whatif.predict import Calibrated
 
 
 def diagnose(
-    session: Session, dataset_hash: str = "", calibrated: Calibrated | None = None
+    session: Session,
+    dataset_hash: str = "",
+    calibrated: Calibrated | None = None,
+    gpu: str | None = None,
 ) -> tuple[Diagnosis, str]:
     """Run every playbook on the session's dataset and cite their predictions, on
-    `calibrated` (the dataset's engine model) when given: (diagnosis, note). The note says
-    why the findings are empty when the engine failed; it is "" otherwise."""
+    `calibrated` (the dataset's engine model) when given, with `gpu` named as the run's GPU
+    (`traceq report --gpu`): (diagnosis, note). The note says why the findings are empty
+    when the engine failed; it is "" otherwise."""
     started = time.perf_counter()
     try:
-        return diagnose_and_cite(session, load_catalog().playbooks, calibrated=calibrated), ""
+        playbooks = load_catalog().playbooks
+        return diagnose_and_cite(session, playbooks, Options(gpu=gpu), calibrated), ""
     except Exception as exc:  # the report must still be written
         return _empty(session, dataset_hash, started), f"the playbook engine failed: {exc}"
 

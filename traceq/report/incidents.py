@@ -30,6 +30,7 @@ from typing import Any
 
 from traceq.findings import Diagnosis, Finding, Incident, severity_rank
 from traceq.playbooks import story
+from traceq.playbooks.render import assumed_gpu_line
 from traceq.playbooks.tail import METRICS
 from traceq.playbooks.words import duration_ms
 
@@ -119,6 +120,9 @@ class View:
     """Whether `Block.new` was judged against a baseline."""
     tail: list[Tail] = field(default_factory=list)
     """The run's tail, one per metric; empty for a diagnosis saved before it was explained."""
+    assumed_gpu: str = ""
+    """The line naming the failing playbooks whose GPU-scaled floors assumed the reference
+    GPU (as `traceq diagnose` prints it, traceq/playbooks/render.py); "" when none did."""
 
     @property
     def not_run_line(self) -> str:
@@ -189,6 +193,7 @@ def view(d: Diagnosis, known_roots: set[str] | None = None) -> View:
         total=len(d.findings),
         compared=known_roots is not None,
         tail=[Tail.of(m) for m in d.tail or [] if isinstance(m, dict) and m.get("line")],
+        assumed_gpu=assumed_gpu_line(d),
     )
 
 

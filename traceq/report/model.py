@@ -28,6 +28,9 @@ class ReportOptions:
     slo: dict[str, float | None] = field(default_factory=dict)
     gpu_hour_usd: float = DEFAULT_GPU_HOUR_USD
     gpus: int | None = None
+    gpu: str | None = None
+    """The GPU the run served on, for the playbooks' GPU-scaled floors where the data names
+    none (`traceq diagnose --gpu`)."""
     sample_cap: int = SAMPLE_CAP
     findings: bool = True
     headroom: bool = True
@@ -150,7 +153,7 @@ def build_report(
             sample_cap=opts.sample_cap,
         )
         if opts.findings:
-            diagnosis, note = diagnose(s, m.dataset_hash, h.calibrated)
+            diagnosis, note = diagnose(s, m.dataset_hash, h.calibrated, opts.gpu)
         else:
             diagnosis, note = (
                 Diagnosis([], m.dataset, m.dataset_hash, m.traceq_version, m.measured_at, 0.0),

@@ -166,8 +166,9 @@ def _incidents(r: Report) -> str:
                 f"<li><code>{escape(f.id)}</code>: {escape(f.message)}</li>" for f in found
             )
             parts.append(f"<p>{title}:</p><ul>{items}</ul>")
-    if v.not_run_line:
-        parts.append(f'<p class="meta">{escape(sentence(v.not_run_line))}.</p>')
+    for line in (v.assumed_gpu, v.not_run_line):
+        if line:
+            parts.append(f'<p class="meta">{escape(sentence(line))}.</p>')
     return "".join(parts)
 
 

@@ -37,8 +37,9 @@ def incidents_md(v: View, note: str = "") -> list[str]:
     if v.errors:
         lines += ["", "Playbooks that errored (their checks did not run):", ""]
         lines += [f"- `{f.id}`: {_cell(f.message)}" for f in v.errors]
-    if v.not_run_line:
-        lines += ["", sentence(v.not_run_line) + "."]
+    for line in (v.assumed_gpu, v.not_run_line):
+        if line:
+            lines += ["", sentence(line) + "."]
     return lines
 
 

@@ -129,8 +129,9 @@ if view.warnings:
     )
 for f in view.errors:
     st.warning(f"`{f.id}` errored, its checks did not run: {f.message}")
-if view.not_run_line:
-    st.caption(sentence(view.not_run_line) + ".")
+for line in (view.assumed_gpu, view.not_run_line):
+    if line:
+        st.caption(sentence(line) + ".")
 if hidden:
     with st.expander(f"Incidents outside the time filter ({len(hidden)})"):
         st.dataframe(

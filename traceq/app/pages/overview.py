@@ -89,8 +89,9 @@ with right:
             + (f"  \nExplains {', '.join(f'`{c.id}`' for c in b.consequences)}"
                if b.consequences else "")
         )  # fmt: skip
-    if view.not_run_line:
-        st.caption(sentence(view.not_run_line) + ".")
+    for line in (view.assumed_gpu, view.not_run_line):
+        if line:
+            st.caption(sentence(line) + ".")
     if view.blocks:
         st.page_link(
             ui.PAGES / "findings.py",

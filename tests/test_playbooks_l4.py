@@ -161,3 +161,19 @@ def test_a_gpu_name_the_table_lacks_is_refused_with_the_rows_it_could_mean(tmp_p
     result = CliRunner().invoke(cli, ["diagnose", str(tmp_path), "--gpu", name])
     assert result.exit_code == 2
     assert f"traceq: error: --gpu: {says}" in result.output
+
+
+def test_slow_steps_from_the_second_window_of_a_warm_up_are_its_consequence(tmp_path):
+    """The diagnosis grid is aligned to round times and the run's first window held its
+    first 4 s; the slow decode the warm-up causes is first seen in the window after it, 4 s
+    into the run, and is still the warm-up's consequence (slow-decode's `warm-up` cause), not
+    an incident of its own."""
+    folder = tmp_path / "warm-l4"
+    generate("warm-up-skew", folder, seed=5, convention="dynamo", hardware="l4-8b")
+    ds = tmp_path / "warm-l4.tq"
+    traceq.ingest([folder / "traces.otlp.jsonl"], ds)
+    with Session(ds) as session:
+        d = diagnose(session, load_catalog().playbooks, Options(gpu="l4"))
+    assert [i.root for i in d.incidents] == ["warm-up-skew"]
+    slow = found(d)["slow-decode"]
+    assert slow.see == "warm-up-skew" and slow.windows[0]["start_at"] == "2025-06-15T10:00:04Z"

@@ -120,7 +120,12 @@ def test_prefills_on_the_prefill_pool_stall_no_decode(tmp_path):
     from tests.playbook_helpers import run
 
     folder = tmp_path / "run"
-    generate("prefill-interference", folder, seed=3, requests=100, convention="dynamo")
+    labels = generate("prefill-interference", folder, seed=3, requests=100, convention="dynamo")
+    # labels.json expects no prefill-interference of traces that cannot show it
+    assert labels["expected_playbooks"] == ["error-rate"]
+    assert "prefill-interference" in labels["tolerated_playbooks"]
+    (fault,) = [f for f in labels["faults"] if f["fault"] == "prefill-interference"]
+    assert fault["params"]["absent"].startswith("the prefills run on the prefill workers")
     traceq.ingest([folder / "traces.otlp.jsonl"], tmp_path / "run.tq")
     con = traceq.open(tmp_path / "run.tq")
     ((gaps, prefilled),) = con.sql(

@@ -34,7 +34,13 @@ from traceq.synth.variants import (
     with_window,
 )
 from traceq.synth.write_conventions import CONVENTIONS, DISAGG_CONVENTIONS
-from traceq.synth.write_disagg import LOST_ERROR, LOST_EVERY, PRODUCER_NAMES, DisaggWriter
+from traceq.synth.write_disagg import (
+    DISAGG_UNSEEN,
+    LOST_ERROR,
+    LOST_EVERY,
+    PRODUCER_NAMES,
+    DisaggWriter,
+)
 from traceq.synth.write_gpu import GpuWriter
 from traceq.synth.write_otlp import OtlpWriter
 from traceq.synth.write_vllm_log import VllmLogWriter
@@ -234,7 +240,8 @@ def _disaggregated(sc: Scenario, seed: int, out: Path, convention: str, fitted: 
         error=LOST_ERROR[convention],
     )
     lost_faults = [lost] if truth["lost"] else []
-    labels = _labels(sc, seed, info, summary, ["otlp", "labels"], fitted, lost_faults)
+    absent = {name: {"absent": why} for name, why in DISAGG_UNSEEN.items()}
+    labels = _labels(sc, seed, info, summary, ["otlp", "labels"], fitted, lost_faults, absent)
     labels["otel_convention"] = convention
     labels["disagg"] = truth
     traffic = sc.description.split(". ")[0].rstrip(".")  # its first sentence: the workload
@@ -261,9 +268,15 @@ def _labels(
     written: list[str],
     fitted: Fitted,
     extra_faults: list[dict] | None = None,
+    absent: dict[str, dict[str, str]] | None = None,
 ) -> dict:
+    """labels.json; `absent`: per fault, why the files written cannot show it (its
+    playbooks are then tolerated, not expected)."""
     files = {k: v for k, v in FILES.items() if k in written}
-    faults = injected(sc, info, fitted.params) + (extra_faults or [])
+    params = {k: {**v} for k, v in fitted.params.items()}
+    for name, extra in (absent or {}).items():
+        params[name] = {**params.get(name, {}), **extra}
+    faults = injected(sc, info, params) + (extra_faults or [])
     expected, tolerated, causes = summary(faults)
     return {
         "scenario": sc.name,

@@ -44,6 +44,14 @@ SKEW_NS = 7_300_413  # several ms, not a round number
 LOST_EVERY = 16  # the request of arrival index i fails at the gateway when (i + seed) % 16 == 0
 LOST_ERROR = {"dynamo": "503 Service Unavailable", "llmd": "no healthy upstream"}
 PRODUCER_NAMES = {"dynamo": "NVIDIA Dynamo", "llmd": "llm-d with vLLM"}
+DISAGG_UNSEEN = {
+    "prefill-interference": "the prefills run on the prefill workers, beside no decode of "
+    "their own (the decode workers' chunk times are still the one simulated engine's)",
+    "kv-pressure": "the traces carry no engine stats lines or preemption events",
+    "client-jitter": "only the servers' traces are written, no client view",
+}
+"""Faults of a scenario that a deployment's traces alone cannot show, and why: labels.json
+tolerates their playbooks and expects none of them (traceq/synth/faults.py, `absent`)."""
 SPANS_PER_LINE = 256  # spans of one process per export request, as a batch processor sends
 
 

@@ -149,6 +149,11 @@ def test_traces_without_a_gpu_name_say_the_floors_assumed_an_h100_and_gpu_names_
     named_report = ["report", str(ds), "-o", str(tmp_path / "n.md"), "--no-headroom", "--gpu", "L4"]
     assert runner.invoke(cli, named_report).exit_code == 0
     assert "Floors assumed" not in (tmp_path / "n.md").read_text()
+    # and the app (`traceq app --gpu`)
+    from traceq.app import data
+
+    assert data.findings_for(str(ds)).view.assumed_gpu.startswith("floors assumed an H100")
+    assert data.findings_for(str(ds), gpu="l4").view.assumed_gpu == ""
 
 
 @pytest.mark.parametrize(
@@ -163,9 +168,10 @@ def test_a_gpu_name_the_table_lacks_is_refused_with_the_rows_it_could_mean(tmp_p
 
     from traceq.cli import cli
 
-    result = CliRunner().invoke(cli, ["diagnose", str(tmp_path), "--gpu", name])
-    assert result.exit_code == 2
-    assert f"traceq: error: --gpu: {says}" in result.output
+    for command in ("diagnose", "report", "app"):
+        result = CliRunner().invoke(cli, [command, str(tmp_path), "--gpu", name])
+        assert result.exit_code == 2, (command, result.output)
+        assert f"traceq: error: --gpu: {says}" in result.output
 
 
 def test_slow_steps_from_the_second_window_of_a_warm_up_are_its_consequence(tmp_path):
@@ -179,6 +185,7 @@ def test_slow_steps_from_the_second_window_of_a_warm_up_are_its_consequence(tmp_
     traceq.ingest([folder / "traces.otlp.jsonl"], ds)
     with Session(ds) as session:
         d = diagnose(session, load_catalog().playbooks, Options(gpu="l4"))
-    assert [i.root for i in d.incidents] == ["warm-up-skew"]
+    # the other incident is the gateway's failures (1 request in 16)
+    assert sorted(i.root for i in d.incidents) == ["error-rate", "warm-up-skew"]
     slow = found(d)["slow-decode"]
     assert slow.see == "warm-up-skew" and slow.windows[0]["start_at"] == "2025-06-15T10:00:04Z"

@@ -28,13 +28,15 @@ def _dataset(
     tpot_ms: list[float],
     kv: dict[int, float] | None = None,
     ttft_ms: list[float] | None = None,
+    output_tokens: list[int] | None = None,
 ) -> Path:
-    """One request a second for RUN_S s, 60 output tokens at tpot_ms[second], the first
+    """One request a second for RUN_S s, output_tokens[second] (60) at tpot_ms[second], the first
     after ttft_ms[second] (60 ms without it); engine stats every 10 s on the window grid
     with KV usage 0.3 except at the seconds in `kv`."""
     ds = Dataset(root / "run.tq", create=True)
     t = [T0 + i * NS for i in range(RUN_S)]
     ttft_ms = ttft_ms or [60.0] * RUN_S
+    output_tokens = output_tokens or [60] * RUN_S
     first = [x + int(ms * 1e6) for x, ms in zip(t, ttft_ms, strict=True)]
     requests = pl.DataFrame(
         {
@@ -45,9 +47,12 @@ def _dataset(
             "t_queued": [x + 1_000_000 for x in t],
             "t_scheduled": [x + 2_000_000 for x in t],
             "t_first_token": first,
-            "t_last_token": [f + int(59 * ms * 1e6) for f, ms in zip(first, tpot_ms, strict=True)],
+            "t_last_token": [
+                f + int((n - 1) * ms * 1e6)
+                for f, ms, n in zip(first, tpot_ms, output_tokens, strict=True)
+            ],
             "prompt_tokens": 500,
-            "output_tokens": 60,
+            "output_tokens": output_tokens,
         }
     )
     kv = kv or {}
@@ -107,12 +112,23 @@ def test_warm_up_is_judged_against_the_steady_state_spread(tmp_path, first, stea
         assert [(w["start"], w["end"]) for w in f.windows] == [(T0, T0 + 10 * NS)]
 
 
-def test_a_warm_up_seen_in_ttft_alone_is_said_in_ttft(tmp_path):
-    """The sentence leads with the metric that is slow, not with a TPOT at 1.0×."""
+@pytest.mark.parametrize(
+    ("tokens", "says"),
+    [
+        (60, "run at 6.0× the steady-state median TTFT (600 ms vs 100 ms; median TPOT 10 ms vs"),
+        # one-token answers at first: no TPOT in the early block to compare
+        (1, "run at 6.0× the steady-state median TTFT (600 ms vs 100 ms)"),
+    ],
+)
+def test_a_warm_up_seen_in_ttft_alone_is_said_in_ttft(tmp_path, tokens, says):
+    """The sentence leads with the metric that is slow, not with a TPOT at 1.0×, nor with
+    a TPOT that one-token answers do not have."""
     ttft = _tpot(600.0, [100.0, 105.0, 95.0, 110.0, 100.0, 90.0])
-    f = _finding(_dataset(tmp_path, [10.0] * RUN_S, ttft_ms=ttft), "warm-up-skew")
+    first_tokens = [tokens] * 10 + [60] * (RUN_S - 10)
+    path = _dataset(tmp_path, [10.0] * RUN_S, ttft_ms=ttft, output_tokens=first_tokens)
+    f = _finding(path, "warm-up-skew")
     assert f.status == "fail", f.message
-    assert "run at 6.0× the steady-state median TTFT (600 ms vs 100 ms; median TPOT" in f.message
+    assert f.message.endswith(says if tokens == 1 else "10 ms)") and says in f.message
 
 
 # Prefill stalls that are the consequence of another failing finding name it and become a

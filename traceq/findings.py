@@ -80,8 +80,8 @@ class Finding:
     """For a consequence (`warn`): the root playbook of its incident."""
     gpu: dict[str, Any] | None = None
     """For a playbook with GPU-spec parameters: the GPU and figures it used, and whether
-    they were measured (the data names the GPU), given (`--param`) or assumed
-    (traceq/playbooks/gpu.py)."""
+    they were measured (the data names the GPU), named (`--gpu`), given (`--param`) or
+    assumed (traceq/playbooks/gpu.py)."""
     prediction: str = ""
     """What the setting change the playbook cites would do on this run, predicted by
     `traceq whatif` on the run's calibrated engine model (traceq/whatif/cite.py); empty when

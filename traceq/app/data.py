@@ -165,13 +165,18 @@ def rank(findings: list[Finding]) -> list[Finding]:
 
 
 @st.cache_data(max_entries=8, ttl=3600, show_spinner="Running the playbooks…")
-def load_findings(dataset: str, findings_file: str | None = None) -> Findings:
+def load_findings(
+    dataset: str, findings_file: str | None = None, gpu: str | None = None
+) -> Findings:
     """The findings for `dataset`: read from `findings_file` (the JSON `traceq diagnose
-    --format json` writes) when given, else from the playbook engine when it is installed."""
-    return findings_for(dataset, findings_file)
+    --format json` writes) when given, else from the playbook engine when it is installed,
+    with `gpu` named as the run's GPU (`traceq app --gpu`)."""
+    return findings_for(dataset, findings_file, gpu)
 
 
-def findings_for(dataset: str, findings_file: str | None = None) -> Findings:
+def findings_for(
+    dataset: str, findings_file: str | None = None, gpu: str | None = None
+) -> Findings:
     """Uncached `load_findings` (the adapter to the engine; tests call it directly)."""
     if findings_file:
         data = json.loads(Path(findings_file).read_text())
@@ -191,7 +196,8 @@ def findings_for(dataset: str, findings_file: str | None = None) -> Findings:
     # shared session is never mutated. The predictions playbooks cite are filled on it too
     # (traceq/whatif/cite.py).
     with Session(dataset) as own:
-        return Findings(diagnose_and_cite(own, engine.load_catalog().playbooks))
+        options = engine.Options(gpu=gpu)
+        return Findings(diagnose_and_cite(own, engine.load_catalog().playbooks, options))
 
 
 def _empty(dataset: str) -> Diagnosis:

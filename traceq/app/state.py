@@ -19,6 +19,7 @@ from traceq.app.queries import TimeRange, Window
 KEYS = ("dataset", "since", "until", "request")
 ENV_DATASET = "TRACEQ_DATASET"
 ENV_FINDINGS = "TRACEQ_FINDINGS"
+ENV_GPU = "TRACEQ_GPU"
 
 
 # -- time stamps in the URL ----------------------------------------------------------------
@@ -54,15 +55,18 @@ def format_window(window: Window) -> str:
 
 # -- command line ----------------------------------------------------------------------------
 def cli_args() -> argparse.Namespace:
-    """`streamlit run app.py -- [DATASET] [--findings FILE]`; the environment fills gaps."""
+    """`streamlit run app.py -- [DATASET] [--findings FILE] [--gpu NAME]`; the environment
+    fills gaps."""
     parser = argparse.ArgumentParser(prog="app.py", add_help=False)
     parser.add_argument("dataset", nargs="?")
     parser.add_argument("--findings")
+    parser.add_argument("--gpu")
     # Only a script started by `streamlit run` owns sys.argv (under AppTest it is pytest's).
     own = Path(sys.argv[0]).name in ("app.py", "streamlit_app.py") if sys.argv else False
     args, _ = parser.parse_known_args(sys.argv[1:] if own else [])
     args.dataset = args.dataset or os.environ.get(ENV_DATASET) or None
     args.findings = args.findings or os.environ.get(ENV_FINDINGS) or None
+    args.gpu = args.gpu or os.environ.get(ENV_GPU) or None
     return args
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from traceq.cli.common import Failure
+from traceq.cli.common import Failure, checked_gpu
 from traceq.remote import is_url
 from traceq.session import QueryError, Session
 
@@ -25,6 +25,13 @@ ENTRY = Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py"
     "of running the playbooks.",
 )
 @click.option(
+    "--gpu",
+    "gpu_name",
+    metavar="NAME",
+    help="The GPU the run served on, for the playbooks' GPU-scaled floors, where the data "
+    "names none or the wrong one (as `traceq diagnose --gpu`).",
+)
+@click.option(
     "--host",
     default="127.0.0.1",
     show_default=True,
@@ -34,8 +41,16 @@ ENTRY = Path(__file__).resolve().parents[1] / "app" / "streamlit_app.py"
 @click.option(
     "--browser/--no-browser", default=False, show_default=True, help="Open a web browser on start."
 )
-def app_cmd(dataset: str | None, findings: str | None, host: str, port: int, browser: bool) -> None:
+def app_cmd(
+    dataset: str | None,
+    findings: str | None,
+    gpu_name: str | None,
+    host: str,
+    port: int,
+    browser: bool,
+) -> None:
     """Start the postmortem app on DATASET (without one: pick a sample or upload files)."""
+    gpu = checked_gpu(gpu_name)
     if dataset is not None:
         try:
             Session(dataset).close()
@@ -63,6 +78,8 @@ def app_cmd(dataset: str | None, findings: str | None, host: str, port: int, bro
         command.append(dataset if is_url(dataset) else str(Path(dataset).resolve()))
     if findings is not None:
         command += ["--findings", str(Path(findings).resolve())]
+    if gpu is not None:
+        command += ["--gpu", gpu]
     click.echo(f"traceq app on http://{host}:{port} (Ctrl-C stops it)", err=True)
     # Become the Streamlit server (no child left behind when this process is stopped).
     os.environ["PYTHONUNBUFFERED"] = "1"

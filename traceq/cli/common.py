@@ -43,10 +43,10 @@ def parse_params(pairs: tuple[str, ...], option: str = "--param") -> dict[str, A
 def checked_gpu(given: str | None, configured: object = None) -> str | None:
     """`--gpu`, else the config's `[diagnose] gpu`, checked against the GPU table (exit 2
     naming the rows that could be meant)."""
-    name = given or configured
+    name = given if given is not None else configured
     if name is None:
         return None
-    origin = "--gpu" if given else "--config [diagnose] gpu"
+    origin = "--gpu" if given is not None else "--config [diagnose] gpu"
     if not isinstance(name, str):
         raise Failure(f"{origin}: expected a GPU name, got {name!r}")
     try:

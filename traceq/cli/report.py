@@ -94,7 +94,8 @@ def _trend(directory: str, last: int) -> None:
     "gpu_name",
     metavar="NAME",
     help="The GPU the run served on, for the playbooks' GPU-scaled floors, where the data "
-    "names none: an id or name of traceq/hardware/gpus.csv (l4, a100-sxm4-80gb, H200).",
+    "names none or the wrong one: an id or name of traceq/hardware/gpus.csv (l4, "
+    "a100-sxm4-80gb, H200).",
 )
 @click.option(
     "--fail-on-regression", is_flag=True, help="Exit 1 when a KPI regressed against --baseline."

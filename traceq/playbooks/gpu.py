@@ -68,7 +68,8 @@ _LABELS = {
 @dataclass(frozen=True)
 class Measured:
     """The GPU of the run: `spec` is the one used; `seen` the name as the data printed it
-    (None: no name in the data). `known` when the name is in the table. From the start-up
+    (None: no name in the data). `known` when the GPU was named (`named`: `--gpu`, which
+    `spec` then is, whatever the data printed) or the data's name is in the table. From the start-up
     lines: tensor-parallel size, weights per GPU (GiB), prefill budget per step (tokens),
     chunked prefill on or off (None: not printed); `sglang` when SGLang's scheduler lines
     are in the data."""
@@ -159,9 +160,9 @@ def measured(session: Executor, named: GpuSpec | None = None) -> Measured:
         "sglang": bool(first.get("sglang")),
     }
     sampled = [r for r in rows if r["model_name"]]
-    if named is not None:
-        gpus = int(sampled[0]["gpus"]) if sampled else 0
-        return Measured(named, named.name, gpus, **startup, named=True)
+    if named is not None:  # the data's name stays what it printed (the note says both)
+        seen, gpus = (sampled[0]["model_name"], int(sampled[0]["gpus"])) if sampled else (None, 0)
+        return Measured(named, seen, gpus, **startup, named=True)
     for r in sampled:  # the most sampled name the table knows, else the most sampled
         if (spec := lookup(r["model_name"])) is not None:
             return Measured(spec, r["model_name"], int(r["gpus"]), **startup)
@@ -225,6 +226,11 @@ def note(use: dict[str, Any], playbook: str) -> str:
     ...       "given": [], "figures": {"hbm_gb_per_s": 2039}, "scaled": {},
     ...       "tensor_parallel": 2}, "x")
     'on the A100 SXM4 80GB (2,039 GB/s memory bandwidth; TP 2)'
+    >>> note({"gpu": "L4 24GB", "seen": "NVIDIA H100 80GB HBM3", "source": "named",
+    ...       "given": [], "figures": {}, "scaled": {"stall_ms": {"value": 590, "factor": 2.4}}},
+    ...      "x")
+    'on the L4 24GB (named with --gpu; the data names NVIDIA H100 80GB HBM3; stall_ms 590 ms, \
+2.4× the floor for an 8B model on an H100)'
     """
     labels = {n: _LABELS.get(n, "{:g} " + n).format(v) for n, v in use["figures"].items()}
     parts = list(labels.values())
@@ -233,6 +239,9 @@ def note(use: dict[str, Any], playbook: str) -> str:
     parts += [f"TP {tp:g}"] if tp and tp > 1 else []
     if use["source"] in ("measured", "named"):
         named = ["named with --gpu"] if use["source"] == "named" else []
+        printed = lookup(use["seen"]) if named and use["seen"] else None
+        if named and use["seen"] and (printed is None or printed.name != use["gpu"]):
+            named.append(f"the data names {use['seen']}")
         return f"on the {use['gpu']} ({'; '.join(named + parts)})"
     if use["source"] == "given":
         return f"with {', '.join(use['given'])} as given"

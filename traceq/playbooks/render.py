@@ -67,9 +67,10 @@ def not_applicable_line(d: Diagnosis) -> str:
 
 
 def assumed_gpu_line(d: Diagnosis) -> str:
-    """One line naming the failing findings whose GPU-scaled floors stood for the reference
-    GPU because the data names none the table knows (their messages do not say it: only a
-    finding that used a spec figure does, traceq/playbooks/gpu.py `note`); "" when none.
+    """One line naming the findings that fired (fail or warn) on GPU-scaled floors that
+    stood for the reference GPU because the data names none the table knows (their
+    messages do not say it: only a finding that used a spec figure does, `note` in
+    traceq/playbooks/gpu.py); "" when none.
 
     >>> f = Finding(id="ttft-prefill", status="fail", severity="medium", title="", message="",
     ...             gpu={"gpu": "H100 SXM5 80GB", "seen": None, "source": "assumed"})

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from traceq.findings import Diagnosis, Finding, Incident
+from traceq.hardware import resolve
 from traceq.report.baseline import failing_incidents, known_roots, load_baseline, to_baseline
 from traceq.report.compare import Change, compare, workload_shift
 from traceq.report.findings import diagnose
@@ -101,6 +102,7 @@ class Report:
             "tail": list(self.diagnosis.tail or []),
             "findings": [{**f.to_dict(), "new": new} for f, new in self.findings()],
             "not_run": shown.not_run,
+            "assumed_gpu": shown.assumed_gpu,
             "baseline": None
             if base is None
             else {
@@ -136,6 +138,8 @@ def build_report(
     Raises `traceq.session.QueryError`, `BaselineError` or `ThresholdError` on bad input.
     """
     opts = options or ReportOptions(**kw)
+    if opts.gpu is not None:
+        resolve(opts.gpu)  # a name the GPU table lacks is bad input, not a failed diagnosis
     thresholds = load_thresholds(opts.thresholds)
     baseline = load_baseline(opts.baseline) if opts.baseline is not None else None
     slo = {**DEFAULT_SLO, **opts.slo}
@@ -159,6 +163,7 @@ def build_report(
                 Diagnosis([], m.dataset, m.dataset_hash, m.traceq_version, m.measured_at, 0.0),
                 "findings not requested",
             )
+    m.params["gpu"] = opts.gpu  # the GPU named for the playbooks' floors, or None
     m.values["headroom_rps"] = h.rate_rps
     m.context["headroom"] = h.to_dict()
     changes, shift = [], []

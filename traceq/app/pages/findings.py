@@ -15,7 +15,8 @@ from traceq.report.render_md import tail_md
 
 ctx = ui.context()
 st.title("Findings")
-result = data.load_findings(ctx.dataset, state.cli_args().findings)
+args = state.cli_args()
+result = data.load_findings(ctx.dataset, args.findings, args.gpu)
 if result.note:
     st.info(result.note, icon=":material/extension_off:")
 view = result.view

@@ -75,7 +75,8 @@ with left:
         ui.brushable(chart, "overview_latency", ctx.window)
 with right:
     st.subheader("Incidents")
-    findings = data.load_findings(ctx.dataset, state.cli_args().findings)
+    args = state.cli_args()
+    findings = data.load_findings(ctx.dataset, args.findings, args.gpu)
     if findings.note:
         st.info(findings.note)
     view = findings.view

@@ -189,3 +189,21 @@ def test_slow_steps_from_the_second_window_of_a_warm_up_are_its_consequence(tmp_
     assert sorted(i.root for i in d.incidents) == ["error-rate", "warm-up-skew"]
     slow = found(d)["slow-decode"]
     assert slow.see == "warm-up-skew" and slow.windows[0]["start_at"] == "2025-06-15T10:00:04Z"
+
+
+def test_long_prompts_at_the_start_are_prefill_interference_not_a_warm_up(tmp_path):
+    """Chunked prefill off on an L4, traffic opening with a 4 k- and a 15 k-token prompt and
+    a 128-token one queued behind them: the first block's median TTFT is 6× the steady
+    state's on a warm engine. Requests held by a long prefill do not judge warm-up-skew's
+    TTFT, and the window whose 409-token prompts took 3 s to prefill beside a 9.5 k one is
+    prefill-interference's consequence: one incident of the fault, not three."""
+    folder = tmp_path / "pi-l4"
+    generate("prefill-interference", folder, seed=6, hardware="l4-8b")
+    d = run(ingest_folder(folder, tmp_path / "pi-l4.tq"))
+    by_id = {f.id: f for f in d.findings}
+    assert by_id["warm-up-skew"].status == "pass", by_id["warm-up-skew"].message
+    assert (by_id["ttft-prefill"].status, by_id["ttft-prefill"].see) == (
+        "warn",
+        "prefill-interference",
+    )
+    assert d.incidents[0].root == "prefill-interference"

@@ -117,19 +117,29 @@ def test_traces_without_a_gpu_name_say_the_floors_assumed_an_h100_and_gpu_names_
     was named, not measured."""
     from click.testing import CliRunner
 
+    from traceq.app import data
     from traceq.cli import cli
+    from traceq.cli.common import checked_gpu
+    from traceq.findings import Diagnosis
+    from traceq.playbooks.render import render_text
+    from traceq.report.incidents import view
+    from traceq.report.render_md import incidents_md
 
     folder = tmp_path / "dynamo-l4"
     generate("healthy", folder, seed=5, convention="dynamo", hardware="l4-8b")
     ds = tmp_path / "dynamo-l4.tq"
     traceq.ingest([folder / "traces.otlp.jsonl"], ds)
     runner = CliRunner()
-    assumed = runner.invoke(cli, ["diagnose", str(ds)])
+    assumed = runner.invoke(cli, ["diagnose", str(ds), "--format", "json"])
     assert assumed.exit_code == 1, assumed.output
-    assert (
+    d = Diagnosis.from_dict(json.loads(assumed.output))
+    line = (
         "floors assumed an H100 SXM5 80GB in tbt-jitter, ttft-prefill: the data names no GPU; "
-        "name it with --gpu" in assumed.output
+        "name it with --gpu"
     )
+    assert line in render_text(d)
+    # the report and the app show the diagnosis the same way
+    assert "F" + line[1:] in "\n".join(incidents_md(view(d)))
     named = runner.invoke(cli, ["diagnose", str(ds), "--gpu", "l4", "--format", "json"])
     doc = json.loads(named.output)
     assert [i["root"] for i in doc["incidents"]] == ["error-rate"]
@@ -138,22 +148,17 @@ def test_traces_without_a_gpu_name_say_the_floors_assumed_an_h100_and_gpu_names_
     prefill = findings["ttft-prefill"]
     assert prefill["status"] == "pass" and prefill["gpu"]["source"] == "named"
     assert prefill["gpu"]["gpu"] == "L4 24GB" and prefill["params"]["min_prefill_ms"] > 1000
-    config = tmp_path / "diagnose.toml"
-    config.write_text('[diagnose]\ngpu = "NVIDIA L4"\n')
-    configured = runner.invoke(cli, ["diagnose", str(ds), "--config", str(config)])
-    assert "Failed requests" in configured.output and "floors assumed" not in configured.output
-    # the report runs the same playbooks, and says the same
-    report = runner.invoke(cli, ["report", str(ds), "-o", str(tmp_path / "r.md"), "--no-headroom"])
+    # the app (`traceq app --gpu`) and the report take it to their playbooks
+    app = data.findings_for(str(ds), gpu="l4").view
+    assert app.assumed_gpu == "" and [b.root.id for b in app.blocks] == ["error-rate"]
+    out = tmp_path / "r.json"
+    report = runner.invoke(cli, ["report", str(ds), "-o", str(out), "--no-headroom", "--gpu", "L4"])
     assert report.exit_code == 0, report.output
-    assert "Floors assumed an H100 SXM5 80GB in tbt-jitter" in (tmp_path / "r.md").read_text()
-    named_report = ["report", str(ds), "-o", str(tmp_path / "n.md"), "--no-headroom", "--gpu", "L4"]
-    assert runner.invoke(cli, named_report).exit_code == 0
-    assert "Floors assumed" not in (tmp_path / "n.md").read_text()
-    # and the app (`traceq app --gpu`)
-    from traceq.app import data
-
-    assert data.findings_for(str(ds)).view.assumed_gpu.startswith("floors assumed an H100")
-    assert data.findings_for(str(ds), gpu="l4").view.assumed_gpu == ""
+    saved = json.loads(out.read_text())
+    assert saved["params"]["gpu"] == "L4" and saved["assumed_gpu"] == ""
+    assert [i["root"] for i in saved["incidents"]] == ["error-rate"]
+    # the config's [diagnose] gpu goes through the same check as --gpu
+    assert checked_gpu(None, "NVIDIA L4") == "NVIDIA L4" and checked_gpu(None) is None
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ def _dataset(
     kv: dict[int, float] | None = None,
     ttft_ms: list[float] | None = None,
     output_tokens: list[int] | None = None,
+    preemptions: list[int] | None = None,
 ) -> Path:
     """One request a second for RUN_S s, output_tokens[second] (60) at tpot_ms[second], the first
     after ttft_ms[second] (60 ms without it); engine stats every 10 s on the window grid
@@ -51,6 +52,7 @@ def _dataset(
                 f + int((n - 1) * ms * 1e6)
                 for f, ms, n in zip(first, tpot_ms, output_tokens, strict=True)
             ],
+            "n_preemptions": preemptions or [0] * RUN_S,
             "prompt_tokens": 500,
             "output_tokens": output_tokens,
         }
@@ -129,6 +131,23 @@ def test_a_warm_up_seen_in_ttft_alone_is_said_in_ttft(tmp_path, tokens, says):
     f = _finding(path, "warm-up-skew")
     assert f.status == "fail", f.message
     assert f.message.endswith(says if tokens == 1 else "10 ms)") and says in f.message
+
+
+def test_slow_steps_among_preemptions_are_recompute_though_no_stats_line_saw_a_full_cache(
+    tmp_path,
+):
+    """A stats line every 10 s caught the cache at 30 %, but every request of the slow
+    minute was preempted: slow-decode's preemption-recompute cause counts them."""
+    tpot = [40.0 if 300 <= s < 360 else 10.0 for s in range(RUN_S)]
+    preempted = [1 if 300 <= s < 360 else 0 for s in range(RUN_S)]
+    f = _finding(_dataset(tmp_path, tpot, preemptions=preempted), "slow-decode")
+    assert f.status == "fail", f.message
+    cause = next(c for c in f.causes if c.id == "preemption-recompute")
+    assert cause.status == "confirmed", cause
+    assert (
+        cause.evidence
+        == "KV cache full in 0% of stats samples (peak 30%); 60 preemptions inside the window"
+    )
 
 
 # Prefill stalls that are the consequence of another failing finding name it and become a

@@ -121,7 +121,7 @@ class View:
     tail: list[Tail] = field(default_factory=list)
     """The run's tail, one per metric; empty for a diagnosis saved before it was explained."""
     assumed_gpu: str = ""
-    """The line naming the failing playbooks whose GPU-scaled floors assumed the reference
+    """The line naming the playbooks that fired on GPU-scaled floors that assumed the reference
     GPU (as `traceq diagnose` prints it, traceq/playbooks/render.py); "" when none did."""
 
     @property
